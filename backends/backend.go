@@ -1,0 +1,117 @@
+// Package backends runs one turn of an agent CLI (claude, codex, gemini,
+// opencode, pi) and reports what happened as typed events.
+//
+// Each CLI has an adapter (flags, environment, process handling) and a pure
+// stream parser (bytes in, events out). Adapters are safe for concurrent use:
+// every Run spawns its own process.
+package backends
+
+import (
+	"context"
+	"time"
+)
+
+// Backend runs one agent turn. Implementations must kill the CLI's whole
+// process group when ctx ends and must report failures found in the stream
+// (not only the exit code) as an *Error.
+type Backend interface {
+	// Name is the registry name, e.g. "claude".
+	Name() string
+	// Run runs one turn. emit, if not nil, receives live events in order from
+	// the goroutine that called Run. The returned Result is valid when err is nil.
+	Run(ctx context.Context, req Request, emit func(Event)) (Result, error)
+}
+
+// Request is everything one turn needs.
+type Request struct {
+	// Prompt is the user prompt (or a heartbeat/cron/hook instruction).
+	Prompt string
+	// SystemPrompt is the assembled persona text and SystemPromptFile the
+	// temp file holding the same text; adapters use whichever their CLI takes.
+	SystemPrompt     string
+	SystemPromptFile string
+	// SessionID resumes an earlier session when not empty.
+	SessionID string
+	// WorkDir is the CLI's working directory (CONFIG_DIR).
+	WorkDir string
+	// Model overrides the CLI's default model when not empty.
+	Model          string
+	AllowedTools   []string
+	PermissionMode string
+	MaxTurns       int
+}
+
+// EventKind says what an Event carries.
+type EventKind int
+
+const (
+	// EventInit carries the session id as soon as the CLI reports it.
+	EventInit EventKind = iota + 1
+	// EventText carries a fragment of assistant text (a streaming delta).
+	EventText
+	// EventToolUse reports that the agent called a tool.
+	EventToolUse
+	// EventToolResult reports that a tool call finished.
+	EventToolResult
+	// EventResult carries the final result of the turn.
+	EventResult
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventInit:
+		return "init"
+	case EventText:
+		return "text"
+	case EventToolUse:
+		return "tool_use"
+	case EventToolResult:
+		return "tool_result"
+	case EventResult:
+		return "result"
+	}
+	return "unknown"
+}
+
+// Event is one typed item from a CLI's stream.
+type Event struct {
+	Kind      EventKind
+	SessionID string
+	// Text is the delta for EventText.
+	Text string
+	// Tool is set for EventToolUse and EventToolResult.
+	Tool *ToolCall
+	// Result is set for EventResult.
+	Result *Result
+	// Err is set on an EventResult that reports a failure.
+	Err *Error
+}
+
+// ToolCall describes a tool invocation.
+type ToolCall struct {
+	ID    string
+	Name  string
+	Input string // raw JSON arguments, possibly empty
+	// IsError is set on a tool result that failed.
+	IsError bool
+}
+
+// Usage counts tokens for a turn.
+type Usage struct {
+	InputTokens         int64
+	OutputTokens        int64
+	CacheReadTokens     int64
+	CacheCreationTokens int64
+}
+
+// Result is the outcome of a successful turn.
+type Result struct {
+	SessionID string
+	Text      string
+	CostUSD   float64
+	Usage     Usage
+	Turns     int
+	Duration  time.Duration
+	// PermissionDenials lists tools the CLI refused to run.
+	PermissionDenials []string
+}

@@ -1,0 +1,80 @@
+package backends
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorKind classifies a failed turn in words a user can act on.
+type ErrorKind string
+
+const (
+	KindAuth         ErrorKind = "authentication_error"
+	KindRateLimit    ErrorKind = "rate_limit_error"
+	KindOverloaded   ErrorKind = "overloaded_error"
+	KindAPI          ErrorKind = "api_error"
+	KindInvalid      ErrorKind = "invalid_request_error"
+	KindStaleSession ErrorKind = "stale_session"
+	KindTimeout      ErrorKind = "timeout"
+	KindCanceled     ErrorKind = "canceled"
+	KindCrashed      ErrorKind = "cli_crashed"
+	KindNotFound     ErrorKind = "cli_not_found"
+	KindMaxTurns     ErrorKind = "max_turns"
+	KindPermission   ErrorKind = "permission_error"
+	KindExecution    ErrorKind = "execution_error"
+)
+
+// Sentinel errors for errors.Is; an *Error matches the sentinel of its Kind.
+var (
+	ErrStaleSession = &Error{Kind: KindStaleSession}
+	ErrTimeout      = &Error{Kind: KindTimeout}
+	ErrAuth         = &Error{Kind: KindAuth}
+)
+
+// Error is a failed turn. Message is meant for logs (it may hold CLI output);
+// only Kind and Status are safe to show to a user as they are.
+type Error struct {
+	Kind ErrorKind
+	// Status is the model API's HTTP status when the CLI reported one.
+	Status int
+	// Message is the CLI's own description, for logs.
+	Message string
+	// Stderr is the tail of the CLI's stderr, for logs.
+	Stderr string
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := string(e.Kind)
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrStaleSession) match any *Error of that kind.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) {
+		return false
+	}
+	return t.Message == "" && t.Status == 0 && t.Err == nil && t.Kind == e.Kind
+}
+
+// KindOf returns the kind of a backend error, or KindExecution for others.
+func KindOf(err error) ErrorKind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindExecution
+}

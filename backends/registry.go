@@ -1,0 +1,62 @@
+package backends
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Options configures a backend adapter.
+type Options struct {
+	// Binary is the CLI to run; empty means the CLI's usual name on PATH.
+	Binary string
+	// Env is the environment the CLI starts from, e.g. os.Environ() plus the
+	// credentials from the gateway's config. Adapters pass on only the
+	// variables named by their allowlist (see FilterEnv).
+	Env []string
+	// KillGrace is how long the CLI gets between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+}
+
+// Factory builds a backend from options.
+type Factory func(Options) Backend
+
+var registry = struct {
+	sync.Mutex
+	m map[string]Factory
+}{m: map[string]Factory{}}
+
+// Register adds a backend under name. Registering a name twice panics: it is
+// a programming error.
+func Register(name string, f Factory) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.m[name]; dup {
+		panic("backends: duplicate registration of " + name)
+	}
+	registry.m[name] = f
+}
+
+// New builds the backend registered as name.
+func New(name string, opts Options) (Backend, error) {
+	registry.Lock()
+	f, ok := registry.m[name]
+	registry.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q (known: %v)", name, Names())
+	}
+	return f(opts), nil
+}
+
+// Names lists the registered backends, sorted.
+func Names() []string {
+	registry.Lock()
+	defer registry.Unlock()
+	names := make([]string, 0, len(registry.m))
+	for n := range registry.m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

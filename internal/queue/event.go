@@ -1,0 +1,70 @@
+// Package queue is the gateway's single event queue.
+//
+// Every input (Discord messages, heartbeats, cron jobs, hooks, webhooks)
+// becomes an Event with a monotonically increasing id and an enqueue time.
+// Events run in lanes: a Discord channel is a lane, and scheduled events share
+// the system lane unless they target a channel. Within a lane events run one
+// at a time in enqueue order; across lanes up to a configured number run at
+// once. A Queue is safe for concurrent use.
+package queue
+
+import "time"
+
+// Kind is the type of an event.
+type Kind string
+
+// The five event kinds (R11.1).
+const (
+	KindMessage   Kind = "message"
+	KindHeartbeat Kind = "heartbeat"
+	KindCron      Kind = "cron"
+	KindHook      Kind = "hook"
+	KindWebhook   Kind = "webhook"
+)
+
+// Kinds lists every event kind.
+var Kinds = []Kind{KindMessage, KindHeartbeat, KindCron, KindHook, KindWebhook}
+
+// SystemLane is the lane of events that target no channel.
+const SystemLane = "system"
+
+// Event is one unit of work. ID and Time are assigned by Enqueue.
+type Event struct {
+	ID   uint64
+	Time time.Time
+	Kind Kind
+	// Source names the producer, e.g. "discord", "heartbeat", "chat".
+	Source string
+	// Lane orders events: same lane, strictly one at a time in order.
+	// Empty means the channel's lane, or SystemLane without a channel.
+	Lane string
+	// ChannelID is where the reply goes and which session the event uses.
+	// Empty for events that only log their result.
+	ChannelID string
+	// Text is the prompt (message) or the instruction (everything else).
+	Text string
+	// Name is the heartbeat check, cron job, hook or webhook name.
+	Name string
+	// UserID and GuildID describe a message's author.
+	UserID  string
+	GuildID string
+	// ReplyTo identifies the message being answered (transport-specific).
+	ReplyTo string
+	// Model overrides the backend's model for this event.
+	Model string
+	// SessionKey picks the session binding; empty means ChannelID. Events
+	// without either run in a fresh session that is not kept.
+	SessionKey string
+}
+
+// lane returns the lane the event runs in.
+func (e *Event) lane() string {
+	switch {
+	case e.Lane != "":
+		return e.Lane
+	case e.ChannelID != "":
+		return e.ChannelID
+	default:
+		return SystemLane
+	}
+}

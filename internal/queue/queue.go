@@ -1,0 +1,283 @@
+package queue
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by Enqueue after Close.
+var ErrClosed = errors.New("queue closed: the gateway is shutting down")
+
+// FullError is returned by Enqueue when the queue holds MaxDepth waiting
+// events (R11.5).
+type FullError struct {
+	Depth int
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("queue full: %d events waiting", e.Depth)
+}
+
+// Handler processes one event. The queue calls it on its own goroutine and
+// starts the lane's next event when it returns.
+type Handler func(ctx context.Context, e Event)
+
+// Journal is the durability seam (DESIGN decision 13): Append is called
+// before an event is accepted and Done after its handler returns. A nil
+// Journal keeps events in memory only.
+type Journal interface {
+	Append(e Event) error
+	Done(id uint64) error
+}
+
+// Options configures a Queue.
+type Options struct {
+	// MaxDepth is how many events may wait (not yet running); at least 1.
+	MaxDepth int
+	// MaxConcurrent is how many lanes may run at once; at least 1.
+	MaxConcurrent int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Journal, if set, records accepted and finished events.
+	Journal Journal
+	// OnJournalError, if set, is told when Journal.Done fails.
+	OnJournalError func(id uint64, err error)
+}
+
+// Receipt describes an accepted event.
+type Receipt struct {
+	Event Event
+	// Waiting is true when the event could not start at once: its lane is
+	// busy or every concurrency slot is taken.
+	Waiting bool
+}
+
+// Queue is the FIFO event queue with per-lane ordering.
+type Queue struct {
+	opts    Options
+	handler Handler
+
+	mu      sync.Mutex // guards every field below
+	nextID  uint64
+	last    time.Time
+	lanes   map[string]*lane
+	ready   laneHeap // lanes that are idle and have waiting events, by head id
+	waiting int      // events accepted and not yet started
+	running int      // handlers in flight
+	closed  bool
+	ctx     context.Context // set by Run; nil until then
+	changed chan struct{}   // closed and replaced whenever a handler finishes
+}
+
+type lane struct {
+	name   string
+	events []Event // waiting events in id order
+	busy   bool
+	index  int // position in the ready heap, -1 when absent
+}
+
+// New returns a queue that passes events to handler once Run is called.
+func New(opts Options, handler Handler) *Queue {
+	if opts.MaxDepth < 1 {
+		opts.MaxDepth = 1
+	}
+	if opts.MaxConcurrent < 1 {
+		opts.MaxConcurrent = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Queue{
+		opts:    opts,
+		handler: handler,
+		lanes:   map[string]*lane{},
+		changed: make(chan struct{}),
+	}
+}
+
+// Enqueue assigns the event its id and timestamp and accepts it, or rejects
+// it with *FullError or ErrClosed.
+func (q *Queue) Enqueue(e Event) (Receipt, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return Receipt{}, ErrClosed
+	}
+	if q.waiting >= q.opts.MaxDepth {
+		return Receipt{}, &FullError{Depth: q.waiting}
+	}
+	now := q.opts.Now()
+	if now.Before(q.last) {
+		now = q.last // timestamps never go backwards, whatever the clock does
+	}
+	e.ID = q.nextID + 1
+	e.Time = now
+	e.Lane = e.lane()
+	if q.opts.Journal != nil {
+		if err := q.opts.Journal.Append(e); err != nil {
+			return Receipt{}, fmt.Errorf("journal event: %w", err)
+		}
+	}
+	q.nextID = e.ID
+	q.last = now
+
+	l := q.lanes[e.Lane]
+	if l == nil {
+		l = &lane{name: e.Lane, index: -1}
+		q.lanes[e.Lane] = l
+	}
+	l.events = append(l.events, e)
+	q.waiting++
+	if !l.busy && l.index < 0 {
+		heap.Push(&q.ready, l)
+	}
+	q.dispatchLocked()
+	// e was appended last, so it still waits iff it is still the lane's tail.
+	waiting := len(l.events) > 0 && l.events[len(l.events)-1].ID == e.ID
+	return Receipt{Event: e, Waiting: waiting}, nil
+}
+
+// Run dispatches events until ctx ends, then waits for running handlers to
+// return. Handlers receive ctx.
+func (q *Queue) Run(ctx context.Context) error {
+	if err := q.start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	q.Close()
+	q.mu.Lock()
+	for q.running > 0 {
+		changed := q.changed
+		q.mu.Unlock()
+		<-changed
+		q.mu.Lock()
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *Queue) start(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ctx == ctx {
+		return nil
+	}
+	if q.ctx != nil {
+		return errors.New("queue: Run called twice")
+	}
+	q.ctx = ctx
+	q.dispatchLocked()
+	return nil
+}
+
+// Close stops intake: later Enqueue calls fail with ErrClosed. Accepted
+// events still run.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+}
+
+// Drain waits until no event is waiting or running, or ctx ends.
+func (q *Queue) Drain(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		if q.waiting == 0 && q.running == 0 {
+			q.mu.Unlock()
+			return nil
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("drain queue: %w", ctx.Err())
+		}
+	}
+}
+
+// Len returns how many events wait to start.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.waiting
+}
+
+// Running returns how many handlers are in flight.
+func (q *Queue) Running() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.running
+}
+
+// dispatchLocked starts as many ready lanes as the concurrency limit allows,
+// oldest head event first.
+func (q *Queue) dispatchLocked() {
+	if q.ctx == nil || q.ctx.Err() != nil {
+		return // not started, or stopping: waiting events stay where they are
+	}
+	for q.running < q.opts.MaxConcurrent && q.ready.Len() > 0 {
+		l := heap.Pop(&q.ready).(*lane)
+		e := l.events[0]
+		l.events[0] = Event{} // let the strings go
+		l.events = l.events[1:]
+		l.busy = true
+		q.waiting--
+		q.running++
+		go q.run(q.ctx, l, e)
+	}
+}
+
+func (q *Queue) run(ctx context.Context, l *lane, e Event) {
+	defer q.finish(l, e.ID)
+	q.handler(ctx, e)
+}
+
+func (q *Queue) finish(l *lane, id uint64) {
+	if q.opts.Journal != nil {
+		if err := q.opts.Journal.Done(id); err != nil && q.opts.OnJournalError != nil {
+			q.opts.OnJournalError(id, err)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.running--
+	l.busy = false
+	if len(l.events) > 0 {
+		heap.Push(&q.ready, l)
+	} else {
+		delete(q.lanes, l.name) // idle lanes cost nothing
+	}
+	q.dispatchLocked()
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// laneHeap orders ready lanes by the id of their oldest waiting event, so
+// that across lanes the queue stays first in, first out.
+type laneHeap []*lane
+
+func (h laneHeap) Len() int           { return len(h) }
+func (h laneHeap) Less(i, j int) bool { return h[i].events[0].ID < h[j].events[0].ID }
+func (h laneHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *laneHeap) Push(x any) {
+	l := x.(*lane)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *laneHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	l.index = -1
+	*h = old[:len(old)-1]
+	return l
+}

@@ -1,0 +1,345 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// recorder is a handler that records start/finish order and lets a test
+// decide when each event finishes.
+type recorder struct {
+	mu       sync.Mutex // guards the fields below
+	started  []uint64
+	finished []uint64
+	active   map[string]int // lane -> handlers running now
+	maxLane  int            // most handlers ever seen running in one lane
+	inFlight int
+	maxAll   int
+	release  map[uint64]chan struct{}
+	auto     bool
+	startedC chan uint64
+}
+
+func newRecorder(auto bool) *recorder {
+	return &recorder{
+		active:   map[string]int{},
+		release:  map[uint64]chan struct{}{},
+		auto:     auto,
+		startedC: make(chan uint64, 10000),
+	}
+}
+
+func (r *recorder) gate(id uint64) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.release[id]
+	if !ok {
+		c = make(chan struct{})
+		r.release[id] = c
+	}
+	return c
+}
+
+func (r *recorder) handle(ctx context.Context, e Event) {
+	r.mu.Lock()
+	r.started = append(r.started, e.ID)
+	r.active[e.Lane]++
+	r.inFlight++
+	r.maxLane = max(r.maxLane, r.active[e.Lane])
+	r.maxAll = max(r.maxAll, r.inFlight)
+	r.mu.Unlock()
+	r.startedC <- e.ID
+	if !r.auto {
+		select {
+		case <-r.gate(e.ID):
+		case <-ctx.Done():
+		}
+	}
+	r.mu.Lock()
+	r.active[e.Lane]--
+	r.inFlight--
+	r.finished = append(r.finished, e.ID)
+	r.mu.Unlock()
+}
+
+func waitStarted(t *testing.T, r *recorder) uint64 {
+	t.Helper()
+	select {
+	case id := <-r.startedC:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event started within 10s")
+		return 0
+	}
+}
+
+func runQueue(t *testing.T, q *Queue) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := q.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func drain(t *testing.T, q *Queue) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Property 15: events of every kind are accepted with strictly increasing
+// ids and non-decreasing timestamps, even when the clock steps backwards.
+func TestMonotonicIDsAndTimes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := 0; iter < 200; iter++ {
+		clock := time.Unix(1_700_000_000, 0)
+		q := New(Options{MaxDepth: 1000, MaxConcurrent: 3, Now: func() time.Time {
+			clock = clock.Add(time.Duration(rng.IntN(2000)-1000) * time.Millisecond)
+			return clock
+		}}, func(context.Context, Event) {})
+		var prev Event
+		n := 1 + rng.IntN(50)
+		for i := 0; i < n; i++ {
+			kind := Kinds[rng.IntN(len(Kinds))]
+			r, err := q.Enqueue(Event{Kind: kind, ChannelID: fmt.Sprint(rng.IntN(4))})
+			if err != nil {
+				t.Fatalf("enqueue %s: %v", kind, err)
+			}
+			if r.Event.Kind != kind {
+				t.Fatalf("kind = %s, want %s", r.Event.Kind, kind)
+			}
+			if i > 0 && (r.Event.ID <= prev.ID || r.Event.Time.Before(prev.Time)) {
+				t.Fatalf("event %d (%v) after %d (%v): not monotonic", r.Event.ID, r.Event.Time, prev.ID, prev.Time)
+			}
+			prev = r.Event
+		}
+	}
+}
+
+// Properties 16 and 13: with one lane, events run strictly one at a time in
+// enqueue order; each lane keeps its order when lanes interleave.
+func TestLaneFIFOAndExclusive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 50; iter++ {
+		rec := newRecorder(true)
+		q := New(Options{MaxDepth: 1000, MaxConcurrent: 1 + rng.IntN(4)}, rec.handle)
+		perLane := map[string][]uint64{}
+		for i := 0; i < 1+rng.IntN(100); i++ {
+			e := Event{Kind: KindMessage, ChannelID: fmt.Sprint("c", rng.IntN(5))}
+			if rng.IntN(5) == 0 {
+				e = Event{Kind: KindHeartbeat} // system lane
+			}
+			r, err := q.Enqueue(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perLane[r.Event.Lane] = append(perLane[r.Event.Lane], r.Event.ID)
+		}
+		runQueue(t, q)
+		drain(t, q)
+		rec.mu.Lock()
+		if rec.maxLane > 1 {
+			t.Fatalf("%d events of one lane ran at once", rec.maxLane)
+		}
+		pos := map[uint64]int{}
+		for i, id := range rec.started {
+			pos[id] = i
+		}
+		for lane, ids := range perLane {
+			for i := 1; i < len(ids); i++ {
+				if pos[ids[i]] < pos[ids[i-1]] {
+					t.Fatalf("lane %s: event %d started before %d", lane, ids[i], ids[i-1])
+				}
+			}
+		}
+		rec.mu.Unlock()
+	}
+}
+
+// Property 16: a lane's next event starts only after the previous handler
+// returned.
+func TestNextEventWaitsForHandler(t *testing.T) {
+	rec := newRecorder(false)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 5}, rec.handle)
+	runQueue(t, q)
+	var ids []uint64
+	for i := 0; i < 3; i++ {
+		r, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i > 0; r.Waiting != want {
+			t.Errorf("event %d: Waiting = %v, want %v", i, r.Waiting, want)
+		}
+		ids = append(ids, r.Event.ID)
+	}
+	for _, id := range ids {
+		if got := waitStarted(t, rec); got != id {
+			t.Fatalf("started %d, want %d", got, id)
+		}
+		select {
+		case extra := <-rec.startedC:
+			t.Fatalf("event %d started while %d was running", extra, id)
+		default:
+		}
+		close(rec.gate(id))
+	}
+	drain(t, q)
+	if diff := cmp.Diff(ids, rec.finished); diff != "" {
+		t.Errorf("finish order (-want +got):\n%s", diff)
+	}
+}
+
+// R9.1 and DESIGN decision 3: different channels run concurrently, up to
+// MaxConcurrent; the rest wait in the queue instead of being refused.
+func TestConcurrencyLimitAcrossLanes(t *testing.T) {
+	rec := newRecorder(false)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 2}, rec.handle)
+	runQueue(t, q)
+	var receipts []Receipt
+	for i := 0; i < 4; i++ {
+		r, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: fmt.Sprint("c", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		receipts = append(receipts, r)
+	}
+	first, second := waitStarted(t, rec), waitStarted(t, rec)
+	if first+second != receipts[0].Event.ID+receipts[1].Event.ID {
+		t.Fatalf("started %d and %d, want the two oldest", first, second)
+	}
+	if !receipts[2].Waiting || !receipts[3].Waiting {
+		t.Errorf("events beyond the limit should report Waiting")
+	}
+	if q.Len() != 2 || q.Running() != 2 {
+		t.Errorf("Len=%d Running=%d, want 2 and 2", q.Len(), q.Running())
+	}
+	close(rec.gate(first))
+	if got := waitStarted(t, rec); got != receipts[2].Event.ID {
+		t.Errorf("started %d, want %d (oldest waiting)", got, receipts[2].Event.ID)
+	}
+	close(rec.gate(second))
+	close(rec.gate(receipts[2].Event.ID))
+	close(rec.gate(receipts[3].Event.ID))
+	drain(t, q)
+	if rec.maxAll > 2 {
+		t.Errorf("%d handlers ran at once, limit 2", rec.maxAll)
+	}
+}
+
+// Properties 17 and 14: at MaxDepth waiting events, Enqueue is refused with
+// the depth and the queue does not grow.
+func TestDepthLimit(t *testing.T) {
+	for depth := 1; depth <= 20; depth++ {
+		q := New(Options{MaxDepth: depth, MaxConcurrent: 1}, func(context.Context, Event) {})
+		for i := 0; i < depth; i++ {
+			if _, err := q.Enqueue(Event{Kind: KindCron}); err != nil {
+				t.Fatalf("depth %d: enqueue %d: %v", depth, i, err)
+			}
+		}
+		_, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "x"})
+		var full *FullError
+		if !errors.As(err, &full) || full.Depth != depth {
+			t.Fatalf("depth %d: err = %v, want FullError{%d}", depth, err, depth)
+		}
+		if q.Len() != depth {
+			t.Fatalf("Len = %d after rejection, want %d", q.Len(), depth)
+		}
+	}
+}
+
+func TestCloseRefusesButRunsAccepted(t *testing.T) {
+	rec := newRecorder(true)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1}, rec.handle)
+	if _, err := q.Enqueue(Event{Kind: KindHook, Name: "startup"}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	if _, err := q.Enqueue(Event{Kind: KindMessage}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("err = %v, want ErrClosed", err)
+	}
+	runQueue(t, q)
+	drain(t, q)
+	if len(rec.finished) != 1 {
+		t.Errorf("finished %v, want the one accepted event", rec.finished)
+	}
+}
+
+type memJournal struct {
+	mu      sync.Mutex
+	pending map[uint64]Event
+	fail    bool
+}
+
+func (j *memJournal) Append(e Event) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.fail {
+		return errors.New("disk full")
+	}
+	j.pending[e.ID] = e
+	return nil
+}
+
+func (j *memJournal) Done(id uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.pending, id)
+	return nil
+}
+
+func TestJournalSeam(t *testing.T) {
+	j := &memJournal{pending: map[uint64]Event{}}
+	rec := newRecorder(true)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, Journal: j}, rec.handle)
+	if _, err := q.Enqueue(Event{Kind: KindWebhook, Name: "gh"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.pending) != 1 {
+		t.Fatalf("journal holds %d events, want 1", len(j.pending))
+	}
+	j.fail = true
+	if _, err := q.Enqueue(Event{Kind: KindWebhook}); err == nil {
+		t.Fatal("enqueue succeeded although the journal failed")
+	}
+	if q.Len() != 1 {
+		t.Errorf("Len = %d, want 1: a refused event must not be queued", q.Len())
+	}
+	runQueue(t, q)
+	drain(t, q)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.pending) != 0 {
+		t.Errorf("journal still holds %v after the run", j.pending)
+	}
+}
+
+func BenchmarkEnqueueDispatch(b *testing.B) {
+	var wg sync.WaitGroup
+	q := New(Options{MaxDepth: 1 << 20, MaxConcurrent: 8}, func(context.Context, Event) { wg.Done() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		wg.Add(1)
+		if _, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wg.Wait()
+}

@@ -1,0 +1,180 @@
+// Package session keeps the binding from a channel to the agent session that
+// continues its conversation (R6), persisted in CONFIG_DIR/sessions.json.
+//
+// Every change is written to disk at once with an atomic replace, so a
+// restart (or a kill -9) finds the bindings as they were. A Store is safe for
+// concurrent use.
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentgateway/gateway/internal/atomicfile"
+)
+
+// FileName is the store's file inside CONFIG_DIR.
+const FileName = "sessions.json"
+
+// Binding is what a channel remembers about its session.
+type Binding struct {
+	SessionID string `json:"session_id"`
+	// Backend is the backend that created the session; a session of another
+	// backend cannot be resumed.
+	Backend string `json:"backend,omitempty"`
+	// Persona holds a hash per system prompt section as the session last saw
+	// it (DESIGN decision 5).
+	Persona map[string]string `json:"persona,omitempty"`
+	Updated time.Time         `json:"updated"`
+}
+
+type file struct {
+	Version  int                `json:"version"`
+	Channels map[string]Binding `json:"channels"`
+}
+
+// Store maps channel ids to bindings.
+type Store struct {
+	path string // empty: memory only
+
+	mu       sync.Mutex // guards bindings and serializes writes of the file
+	bindings map[string]Binding
+}
+
+// Open loads the store at path, or starts empty if the file does not exist.
+// An empty path gives a store that lives in memory only. A file that cannot
+// be parsed is moved aside (sessions.json.corrupt-<time>) and reported in
+// the returned warning, so one bad file never stops the gateway.
+func Open(path string) (s *Store, warning string, err error) {
+	s = &Store{path: path, bindings: map[string]Binding{}}
+	if path == "" {
+		return s, "", nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read session store: %w", err)
+	}
+	bindings, perr := parse(data)
+	if perr != nil {
+		aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(path, aside); err != nil {
+			return nil, "", fmt.Errorf("move aside unreadable session store: %w", err)
+		}
+		return s, fmt.Sprintf("%s could not be read (%v); moved it to %s and started with no sessions", FileName, perr, aside), nil
+	}
+	s.bindings = bindings
+	return s, "", nil
+}
+
+// parse reads the versioned format, and the flat {"channel":"session"} map
+// of earlier gateways.
+func parse(data []byte) (map[string]Binding, error) {
+	var f file
+	if err := json.Unmarshal(data, &f); err == nil && f.Version >= 1 {
+		if f.Channels == nil {
+			f.Channels = map[string]Binding{}
+		}
+		for ch, b := range f.Channels {
+			if b.SessionID == "" {
+				delete(f.Channels, ch)
+			}
+		}
+		return f.Channels, nil
+	}
+	var flat map[string]string
+	if err := json.Unmarshal(data, &flat); err != nil {
+		return nil, err
+	}
+	out := make(map[string]Binding, len(flat))
+	for ch, id := range flat {
+		if id != "" {
+			out[ch] = Binding{SessionID: id}
+		}
+	}
+	return out, nil
+}
+
+// Get returns the channel's binding.
+func (s *Store) Get(channel string) (Binding, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.bindings[channel]
+	if ok {
+		b.Persona = maps.Clone(b.Persona)
+	}
+	return b, ok
+}
+
+// Set binds the channel to b and saves the store.
+func (s *Store) Set(channel string, b Binding) error {
+	if b.SessionID == "" {
+		return errors.New("set session: empty session id")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.Persona = maps.Clone(b.Persona)
+	old, had := s.bindings[channel]
+	s.bindings[channel] = b
+	if err := s.saveLocked(); err != nil {
+		if had {
+			s.bindings[channel] = old
+		} else {
+			delete(s.bindings, channel)
+		}
+		return err
+	}
+	return nil
+}
+
+// Delete removes the channel's binding (reset) and saves the store. It
+// reports whether there was one.
+func (s *Store) Delete(channel string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.bindings[channel]
+	if !had {
+		return false, nil
+	}
+	delete(s.bindings, channel)
+	if err := s.saveLocked(); err != nil {
+		s.bindings[channel] = old
+		return true, err
+	}
+	return true, nil
+}
+
+// Channels lists the bound channel ids, sorted.
+func (s *Store) Channels() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.bindings))
+	for ch := range s.bindings {
+		out = append(out, ch)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Store) saveLocked() error {
+	if s.path == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(file{Version: 1, Channels: s.bindings}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode session store: %w", err)
+	}
+	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save session store: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package session
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func openStore(t *testing.T, path string) *Store {
+	t.Helper()
+	s, warning, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warning != "" {
+		t.Fatalf("unexpected warning: %s", warning)
+	}
+	return s
+}
+
+// Properties 8, 10, 11 and restart persistence, over random operations
+// checked against a plain map.
+func TestStoreMatchesModelAndSurvivesRestart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for iter := 0; iter < 30; iter++ {
+		path := filepath.Join(t.TempDir(), FileName)
+		s := openStore(t, path)
+		model := map[string]string{}
+		for op := 0; op < 60; op++ {
+			ch := fmt.Sprint(rng.IntN(6))
+			switch rng.IntN(3) {
+			case 0, 1:
+				id := fmt.Sprintf("sess-%d", rng.Int())
+				if err := s.Set(ch, Binding{SessionID: id, Backend: "claude", Persona: map[string]string{"Identity": "h"}}); err != nil {
+					t.Fatal(err)
+				}
+				model[ch] = id
+			case 2:
+				_, had := model[ch]
+				got, err := s.Delete(ch)
+				if err != nil || got != had {
+					t.Fatalf("Delete(%s) = %v, %v; want %v", ch, got, err, had)
+				}
+				delete(model, ch)
+			}
+			for other, want := range model {
+				b, ok := s.Get(other)
+				if !ok || b.SessionID != want {
+					t.Fatalf("after op %d: Get(%s) = %+v, want %s", op, other, b, want)
+				}
+			}
+		}
+		restarted := openStore(t, path)
+		got := map[string]string{}
+		for _, ch := range restarted.Channels() {
+			b, _ := restarted.Get(ch)
+			got[ch] = b.SessionID
+		}
+		if diff := cmp.Diff(model, got); diff != "" {
+			t.Fatalf("after restart (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestGetReturnsACopy(t *testing.T) {
+	s := openStore(t, "")
+	s.Set("c", Binding{SessionID: "x", Persona: map[string]string{"Identity": "a"}})
+	b, _ := s.Get("c")
+	b.Persona["Identity"] = "changed"
+	again, _ := s.Get("c")
+	if again.Persona["Identity"] != "a" {
+		t.Error("changing a returned binding changed the store")
+	}
+}
+
+func TestLegacyFlatFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	os.WriteFile(path, []byte(`{"1475008084022788312":"37336c32-73cb-4cf5-9771-1c8f694398ff"}`), 0o600)
+	s := openStore(t, path)
+	b, ok := s.Get("1475008084022788312")
+	if !ok || b.SessionID != "37336c32-73cb-4cf5-9771-1c8f694398ff" {
+		t.Errorf("Get = %+v, %v", b, ok)
+	}
+}
+
+func TestCorruptFileIsMovedAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	os.WriteFile(path, []byte(`{"version":1,"channels":{`), 0o600)
+	s, warning, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warning, "moved it to") {
+		t.Errorf("warning = %q", warning)
+	}
+	if len(s.Channels()) != 0 {
+		t.Error("corrupt store should start empty")
+	}
+	matches, _ := filepath.Glob(path + ".corrupt-*")
+	if len(matches) != 1 {
+		t.Errorf("found %v, want the corrupt file kept aside", matches)
+	}
+	if err := s.Set("c", Binding{SessionID: "x", Updated: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFailedSaveKeepsMemoryConsistent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	s := openStore(t, path)
+	if err := s.Set("c", Binding{SessionID: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	// Replace the file by a non-empty directory so the next save fails.
+	os.Remove(path)
+	os.MkdirAll(filepath.Join(path, "block"), 0o755)
+	if err := s.Set("c", Binding{SessionID: "two"}); err == nil {
+		t.Fatal("save succeeded")
+	}
+	if b, _ := s.Get("c"); b.SessionID != "one" {
+		t.Errorf("after a failed save Get = %q, want the old binding", b.SessionID)
+	}
+}
