@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Options configures a backend adapter.
@@ -17,6 +19,9 @@ type Options struct {
 	Env []string
 	// KillGrace is how long the CLI gets between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// Log receives the adapter's diagnostics (skipped stream lines and the
+	// like). The zero Logger discards them.
+	Log zerolog.Logger
 }
 
 // Factory builds a backend from options.
