@@ -1,0 +1,65 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// BackendEnv returns the provider variables the selected backend's CLI
+// needs, as sorted KEY=value entries to append to its environment: its
+// credentials and settings such as ANTHROPIC_BASE_URL or IS_SANDBOX.
+//
+// Values set only in .env are not in os.Environ, so the CLI gets them only
+// this way. The entries carry the resolved values (the environment wins over
+// .env), so appending them never lets .env override the environment. No
+// DISCORD_* variable is ever included.
+func (c *Config) BackendEnv() []string {
+	want := backendEnv[c.Backend]
+	var env []string
+	for name, val := range c.ProviderEnv {
+		if matchesAny(name, want) {
+			env = append(env, name+"="+val)
+		}
+	}
+	slices.Sort(env)
+	return env
+}
+
+// matchesAny reports whether name is one of patterns, where a pattern ending
+// in "_" is a prefix.
+func matchesAny(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if name == p || (strings.HasSuffix(p, "_") && strings.HasPrefix(name, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Warnings returns settings that are valid but probably not what the
+// operator wants, worded as advice. `gateway run` logs them at startup and
+// `gateway doctor` prints them.
+func (c *Config) Warnings() []string {
+	var w []string
+	bypass := c.PermissionMode == "bypassPermissions"
+	if bypass && len(c.AllowedUserIDs)+len(c.AllowedChannelIDs)+len(c.AllowedGuildIDs) == 0 {
+		// DESIGN decision 9.
+		w = append(w, "PERMISSION_MODE=bypassPermissions and no "+EnvAllowedUserIDs+", "+
+			EnvAllowedChannelIDs+" or "+EnvAllowedGuildIDs+": anyone who can message the bot "+
+			"can make the agent run any command on this machine; set an allowlist")
+	}
+	if bypass && c.Backend == BackendClaude && c.euid == 0 && c.ProviderEnv[EnvIsSandbox] == "" {
+		w = append(w, "claude refuses PERMISSION_MODE=bypassPermissions when run as root: "+
+			"set IS_SANDBOX=1 if this is a sandbox or container, or use PERMISSION_MODE=acceptEdits")
+	}
+	switch c.PermissionMode {
+	case "plan":
+		w = append(w, "PERMISSION_MODE=plan never writes files: the agent cannot update memory.md")
+	case "default":
+		if !slices.Contains(c.AllowedTools, "Write") {
+			w = append(w, "PERMISSION_MODE=default and ALLOWED_TOOLS has no Write: the agent cannot "+
+				"update memory.md; add Write,Edit to ALLOWED_TOOLS or use PERMISSION_MODE=acceptEdits")
+		}
+	}
+	return w
+}

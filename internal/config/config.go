@@ -1,0 +1,227 @@
+// Package config loads the gateway's settings from the environment and an
+// optional .env file into one typed Config, and validates them.
+//
+// Precedence, highest first: a non-empty environment variable, a non-empty
+// .env entry, the default (defaults.go). An empty value counts as unset, in
+// the environment and in .env alike. Every problem is reported at once in a
+// *ValidationError; messages name the variable and never show a secret.
+//
+// Load uses its own viper.Viper for each call and changes no global state, so
+// calls may run concurrently. A Config is not changed after Load returns and
+// may be read from any number of goroutines.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// DefaultEnvFile is the .env file Load reads when LoadOptions.EnvFile is
+// empty, relative to the current directory. It may be absent.
+const DefaultEnvFile = ".env"
+
+// Config is the gateway's configuration. Load fills every field.
+type Config struct {
+	// DiscordToken is the bot token (DISCORD_BOT_TOKEN). Secret.
+	DiscordToken string
+	// AnthropicAPIKey is ANTHROPIC_API_KEY, the claude backend's key. Secret.
+	AnthropicAPIKey string
+	// AllowedTools are the tools the agent may use without asking, from the
+	// comma-separated ALLOWED_TOOLS.
+	AllowedTools []string
+	// PermissionMode is one of default, acceptEdits, plan, bypassPermissions.
+	PermissionMode string
+	// QueryTimeout bounds one agent run (QUERY_TIMEOUT_MS).
+	QueryTimeout time.Duration
+	// ConfigDir is the absolute path of the persona and state directory.
+	ConfigDir string
+	// MaxConcurrent is how many lanes may run at once (MAX_CONCURRENT_QUERIES).
+	MaxConcurrent int
+	// MaxQueueDepth is how many events may wait; more are refused.
+	MaxQueueDepth int
+	// OutputChannelID is where heartbeat and cron output goes; may be empty.
+	OutputChannelID string
+	// Backend names the agent CLI: claude, codex, gemini, opencode or pi.
+	Backend string
+	// Model is passed to the CLI; empty means the CLI's default.
+	Model string
+	// MaxTurns bounds the agent's turns in one run (AGENT_MAX_TURNS).
+	MaxTurns int
+	// UseCLILogin says the CLI is logged in by itself (e.g. a subscription),
+	// so no API key is required (AGENT_USE_CLI_LOGIN).
+	UseCLILogin bool
+	// AgentBinary overrides the CLI's path (AGENT_CLI_PATH); empty means
+	// the backend's usual name on PATH.
+	AgentBinary string
+	// AllowedUserIDs, AllowedChannelIDs and AllowedGuildIDs are the access
+	// allowlists (Discord snowflakes); empty lists allow everyone.
+	AllowedUserIDs    []string
+	AllowedChannelIDs []string
+	AllowedGuildIDs   []string
+	// DiscordAPIBaseURL and DiscordGatewayURL replace Discord's endpoints
+	// (tests point them at a fake); empty means the real Discord.
+	DiscordAPIBaseURL string
+	DiscordGatewayURL string
+	// WebhookAddr is the webhook listener's host:port; empty disables it.
+	WebhookAddr string
+	// LogLevel is one of trace, debug, info, warn, error.
+	LogLevel string
+	// LogFormat is console or json.
+	LogFormat string
+	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
+	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
+	// IS_SANDBOX) found in the environment or .env, environment first.
+	// Values are secrets. BackendEnv picks the selected backend's share.
+	ProviderEnv map[string]string
+
+	euid int // effective user id at Load, for Warnings
+}
+
+// Require names the credentials a command cannot do without.
+type Require uint
+
+const (
+	// RequireDiscord requires DISCORD_BOT_TOKEN (gateway run).
+	RequireDiscord Require = 1 << iota
+	// RequireBackendCredentials requires the selected backend's model
+	// credential unless AGENT_USE_CLI_LOGIN is true (run, chat).
+	RequireBackendCredentials
+)
+
+// LoadOptions tell Load where to read and what to require.
+type LoadOptions struct {
+	// EnvFile is the .env file to read. Empty means DefaultEnvFile, which
+	// may be absent; a file named here must exist.
+	EnvFile string
+	// Environ is the environment as KEY=value entries; nil means
+	// os.Environ(). Tests pass their own so they need not touch the
+	// process environment.
+	Environ []string
+	// Require says which credentials must be present.
+	Require Require
+}
+
+// Load reads the configuration from opts.Environ and the .env file and
+// validates it.
+//
+// An unreadable or malformed .env file is an error with a nil Config.
+// Invalid or missing values give a *ValidationError listing every problem,
+// together with a Config in which each bad value has its default, so that
+// `gateway doctor` can still show the rest.
+func Load(opts LoadOptions) (*Config, error) {
+	v := viper.New()
+	for _, k := range keys {
+		v.SetDefault(k, defaults[k])
+	}
+	if err := readEnvFile(v, opts.EnvFile); err != nil {
+		return nil, err
+	}
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	setEnviron(v, environ)
+
+	p := &parser{v: v, bad: make(map[string]bool)}
+	cfg := p.parse()
+	cfg.euid = os.Geteuid()
+	problems := append(required(cfg, opts.Require, p.bad), p.problems...)
+	if len(problems) > 0 {
+		return cfg, &ValidationError{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// readEnvFile reads the .env file at path (DefaultEnvFile if empty) into
+// v's config layer, which the environment overrides.
+func readEnvFile(v *viper.Viper, path string) error {
+	explicit := path != ""
+	if !explicit {
+		path = DefaultEnvFile
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("read env file: %w", err)
+	}
+	v.SetConfigType("env")
+	if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
+		// The parser's message quotes the offending line, which may hold a
+		// secret: say where the problem is instead.
+		return fmt.Errorf("read env file %s: %s", path, describeEnvFileError(err, b))
+	}
+	return nil
+}
+
+// gotenvLine matches the parser's messages that quote a whole line.
+var gotenvLine = regexp.MustCompile("(?s)line `(.*)` (doesn't match format|has an unset variable)")
+
+// describeEnvFileError turns a .env parse error into a message that points
+// at the line without quoting it.
+func describeEnvFileError(err error, content []byte) string {
+	msg := err.Error()
+	if strings.Contains(msg, "missing quotes") {
+		return "a quoted value is never closed"
+	}
+	m := gotenvLine.FindStringSubmatch(msg)
+	if m == nil {
+		return "it is not a list of NAME=value lines"
+	}
+	what := "is not NAME=value"
+	if m[2] == "has an unset variable" {
+		what = "exports a variable the file does not set"
+	}
+	first, _, _ := strings.Cut(m[1], "\n")
+	first = strings.TrimSpace(first)
+	for i, l := range splitLines(string(content)) {
+		if strings.TrimSpace(l) == first {
+			return fmt.Sprintf("line %d %s", i+1, what)
+		}
+	}
+	return "a line " + what
+}
+
+// splitLines splits s at CR, LF or CRLF, as the .env parser does.
+func splitLines(s string) []string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.Split(s, "\n")
+}
+
+// setEnviron puts the settings and provider variables found in environ into
+// v's override layer, above .env and the defaults.
+//
+// Viper's own env layer (BindEnv) reads os.LookupEnv and nothing else, so it
+// cannot take an injected environment; the override layer holds the same
+// place in the precedence. Like BindEnv without AllowEmptyEnv, an empty
+// variable counts as unset. As with os.Getenv, the first entry of a name wins.
+func setEnviron(v *viper.Viper, environ []string) {
+	known := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		known[k] = true
+	}
+	seen := make(map[string]bool)
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if strings.TrimSpace(val) == "" || !validEnvName(name) {
+			continue
+		}
+		if known[name] || isProviderVar(name) {
+			v.Set(name, val)
+		}
+	}
+}

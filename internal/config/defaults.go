@@ -1,0 +1,42 @@
+package config
+
+// defaults holds the value of every setting that is not given, as the text
+// an operator would write. Every key in keys has an entry; "" means unset.
+var defaults = map[string]string{
+	EnvDiscordToken:    "",
+	EnvAnthropicAPIKey: "",
+	// ALLOWED_TOOLS follows R8.2, not the seed design's list with Write and
+	// Edit. The agent must still be able to write memory.md: with
+	// PERMISSION_MODE=bypassPermissions (the default) or acceptEdits, claude
+	// writes files whatever this list says, since the list only pre-approves
+	// tools. With PERMISSION_MODE=default the agent can write only if Write
+	// (and Edit) are listed here, and plan never writes; Warnings says so.
+	EnvAllowedTools:      "Read,Glob,Grep,WebSearch,WebFetch",
+	EnvPermissionMode:    "bypassPermissions",
+	EnvQueryTimeoutMS:    "120000",
+	EnvConfigDir:         "./config",
+	EnvMaxConcurrent:     "5",
+	EnvMaxQueueDepth:     "100",
+	EnvOutputChannelID:   "",
+	EnvBackend:           BackendClaude,
+	EnvModel:             "",
+	EnvMaxTurns:          "25",
+	EnvUseCLILogin:       "false",
+	EnvAgentBinary:       "",
+	EnvAllowedUserIDs:    "",
+	EnvAllowedChannelIDs: "",
+	EnvAllowedGuildIDs:   "",
+	EnvDiscordAPIBaseURL: "",
+	EnvDiscordGatewayURL: "",
+	EnvWebhookAddr:       "",
+	EnvLogLevel:          "info",
+	EnvLogFormat:         "console",
+}
+
+// Accepted values of the settings that take one of a few words. The first
+// spelling is canonical; input is matched without regard to case.
+var (
+	permissionModes = []string{"default", "acceptEdits", "plan", "bypassPermissions"}
+	logLevels       = []string{"trace", "debug", "info", "warn", "error"}
+	logFormats      = []string{"console", "json"}
+)

@@ -1,0 +1,149 @@
+package config
+
+// Names of the environment variables (and .env keys) the gateway reads.
+const (
+	EnvDiscordToken      = "DISCORD_BOT_TOKEN"
+	EnvAnthropicAPIKey   = "ANTHROPIC_API_KEY"
+	EnvAllowedTools      = "ALLOWED_TOOLS"
+	EnvPermissionMode    = "PERMISSION_MODE"
+	EnvQueryTimeoutMS    = "QUERY_TIMEOUT_MS"
+	EnvConfigDir         = "CONFIG_DIR"
+	EnvMaxConcurrent     = "MAX_CONCURRENT_QUERIES"
+	EnvMaxQueueDepth     = "MAX_QUEUE_DEPTH"
+	EnvOutputChannelID   = "OUTPUT_CHANNEL_ID"
+	EnvBackend           = "AGENT_BACKEND"
+	EnvModel             = "AGENT_MODEL"
+	EnvMaxTurns          = "AGENT_MAX_TURNS"
+	EnvUseCLILogin       = "AGENT_USE_CLI_LOGIN"
+	EnvAgentBinary       = "AGENT_CLI_PATH"
+	EnvAllowedUserIDs    = "ALLOWED_USER_IDS"
+	EnvAllowedChannelIDs = "ALLOWED_CHANNEL_IDS"
+	EnvAllowedGuildIDs   = "ALLOWED_GUILD_IDS"
+	EnvDiscordAPIBaseURL = "DISCORD_API_BASE_URL"
+	EnvDiscordGatewayURL = "DISCORD_GATEWAY_URL"
+	EnvWebhookAddr       = "WEBHOOK_ADDR"
+	EnvLogLevel          = "LOG_LEVEL"
+	EnvLogFormat         = "LOG_FORMAT"
+)
+
+// Names of the model providers' credential variables. The gateway does not
+// read them into typed fields (except ANTHROPIC_API_KEY, above); it checks
+// that the selected backend has one and hands them to the CLI (BackendEnv).
+const (
+	EnvAnthropicAuthToken = "ANTHROPIC_AUTH_TOKEN"
+	EnvOpenAIAPIKey       = "OPENAI_API_KEY"
+	EnvGeminiAPIKey       = "GEMINI_API_KEY"
+	EnvGoogleAPIKey       = "GOOGLE_API_KEY"
+	// EnvIsSandbox tells claude that running as root is fine because it is
+	// in a sandbox; without it, bypassPermissions refuses to run as root.
+	EnvIsSandbox = "IS_SANDBOX"
+)
+
+// keys lists every typed setting, in the order Redacted shows them and
+// problems are reported.
+var keys = []string{
+	EnvDiscordToken,
+	EnvAnthropicAPIKey,
+	EnvAllowedTools,
+	EnvPermissionMode,
+	EnvQueryTimeoutMS,
+	EnvConfigDir,
+	EnvMaxConcurrent,
+	EnvMaxQueueDepth,
+	EnvOutputChannelID,
+	EnvBackend,
+	EnvModel,
+	EnvMaxTurns,
+	EnvUseCLILogin,
+	EnvAgentBinary,
+	EnvAllowedUserIDs,
+	EnvAllowedChannelIDs,
+	EnvAllowedGuildIDs,
+	EnvDiscordAPIBaseURL,
+	EnvDiscordGatewayURL,
+	EnvWebhookAddr,
+	EnvLogLevel,
+	EnvLogFormat,
+}
+
+// providerPrefixes select the variables (from the environment and .env)
+// that belong to model providers and their CLIs. DISCORD_* never matches:
+// the agent must not see the bot token (DESIGN decision 7).
+var providerPrefixes = []string{
+	"ANTHROPIC_",
+	"CLAUDE_CODE_",
+	"OPENAI_",
+	"GEMINI_",
+	"GOOGLE_",
+	"OPENCODE_",
+	"PI_",
+}
+
+// isProviderVar reports whether name is passed to agent CLIs.
+func isProviderVar(name string) bool {
+	if name == EnvIsSandbox {
+		return true
+	}
+	for _, p := range providerPrefixes {
+		if len(name) > len(p) && name[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+// validEnvName reports whether name has the shape of an environment variable
+// name. Viper treats "." as a key path separator, so anything else is left
+// alone.
+func validEnvName(name string) bool {
+	if name == "" || (name[0] >= '0' && name[0] <= '9') {
+		return false
+	}
+	for _, c := range name {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Backend names, as AGENT_BACKEND spells them.
+const (
+	BackendClaude   = "claude"
+	BackendCodex    = "codex"
+	BackendGemini   = "gemini"
+	BackendOpencode = "opencode"
+	BackendPi       = "pi"
+)
+
+// backendNames lists the backends AGENT_BACKEND accepts, in the order error
+// messages name them.
+var backendNames = []string{BackendClaude, BackendCodex, BackendGemini, BackendOpencode, BackendPi}
+
+// backendCredentials says which variables satisfy each backend's need for a
+// model credential (DESIGN decision 12): any one of them will do. A backend
+// with none needs no credential from the gateway. AGENT_USE_CLI_LOGIN=true
+// waives the need for every backend.
+var backendCredentials = map[string][]string{
+	BackendClaude: {EnvAnthropicAPIKey, EnvAnthropicAuthToken},
+	BackendCodex:  {EnvOpenAIAPIKey},
+	BackendGemini: {EnvGeminiAPIKey, EnvGoogleAPIKey},
+	// opencode keeps its providers and keys in its own config
+	// (~/.config/opencode/opencode.json or OPENCODE_CONFIG_CONTENT), so the
+	// gateway cannot tell whether it has one; `opencode auth login` is common.
+	BackendOpencode: nil,
+	// pi talks to several providers; a key for any one of them is enough.
+	BackendPi: {EnvAnthropicAPIKey, EnvOpenAIAPIKey, EnvGeminiAPIKey},
+}
+
+// backendEnv says which provider variables each backend's CLI is given
+// (BackendEnv): a name ending in "_" is a prefix, any other an exact name.
+var backendEnv = map[string][]string{
+	BackendClaude:   {"ANTHROPIC_", "CLAUDE_CODE_", EnvIsSandbox},
+	BackendCodex:    {"OPENAI_"},
+	BackendGemini:   {"GEMINI_", "GOOGLE_"},
+	BackendOpencode: {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENCODE_"},
+	BackendPi:       {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "PI_"},
+}

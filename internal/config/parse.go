@@ -1,0 +1,282 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// parser turns viper's merged strings into typed fields, collecting every
+// problem instead of stopping at the first.
+type parser struct {
+	v        *viper.Viper
+	problems []error
+	bad      map[string]bool // names whose value was rejected
+}
+
+// get returns the trimmed value of name, or its default when it is unset
+// or empty.
+func (p *parser) get(name string) string {
+	if s := strings.TrimSpace(p.v.GetString(name)); s != "" {
+		return s
+	}
+	return defaults[name]
+}
+
+// field parses name's value with parse. On failure it records the problem
+// and returns the default, parsed the same way.
+func field[T any](p *parser, name string, parse func(name, s string) (T, error)) T {
+	val, err := parse(name, p.get(name))
+	if err != nil {
+		p.problems = append(p.problems, err)
+		p.bad[name] = true
+		val, _ = parse(name, defaults[name])
+	}
+	return val
+}
+
+func (p *parser) parse() *Config {
+	c := &Config{
+		DiscordToken:      field(p, EnvDiscordToken, parseString),
+		AnthropicAPIKey:   field(p, EnvAnthropicAPIKey, parseString),
+		AllowedTools:      field(p, EnvAllowedTools, parseTools),
+		PermissionMode:    field(p, EnvPermissionMode, parseChoice(permissionModes)),
+		QueryTimeout:      field(p, EnvQueryTimeoutMS, parseMillis),
+		ConfigDir:         field(p, EnvConfigDir, parseDir),
+		MaxConcurrent:     field(p, EnvMaxConcurrent, parseCount),
+		MaxQueueDepth:     field(p, EnvMaxQueueDepth, parseCount),
+		OutputChannelID:   field(p, EnvOutputChannelID, parseID),
+		Backend:           field(p, EnvBackend, parseChoice(backendNames)),
+		Model:             field(p, EnvModel, parseString),
+		MaxTurns:          field(p, EnvMaxTurns, parseCount),
+		UseCLILogin:       field(p, EnvUseCLILogin, parseBool),
+		AgentBinary:       field(p, EnvAgentBinary, parseString),
+		AllowedUserIDs:    field(p, EnvAllowedUserIDs, parseIDs),
+		AllowedChannelIDs: field(p, EnvAllowedChannelIDs, parseIDs),
+		AllowedGuildIDs:   field(p, EnvAllowedGuildIDs, parseIDs),
+		DiscordAPIBaseURL: field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
+		DiscordGatewayURL: field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
+		WebhookAddr:       field(p, EnvWebhookAddr, parseAddr),
+		LogLevel:          field(p, EnvLogLevel, parseChoice(logLevels)),
+		LogFormat:         field(p, EnvLogFormat, parseChoice(logFormats)),
+	}
+	c.ProviderEnv = make(map[string]string)
+	for _, k := range p.v.AllKeys() {
+		// Viper lower-cases keys; environment names are upper case.
+		name := strings.ToUpper(k)
+		if !validEnvName(name) || !isProviderVar(name) {
+			continue
+		}
+		if val := strings.TrimSpace(p.v.GetString(k)); val != "" {
+			c.ProviderEnv[name] = val
+		}
+	}
+	return c
+}
+
+// required reports the missing credentials that req asks for. Settings in
+// bad were rejected, so what depends on them is not judged.
+func required(c *Config, req Require, bad map[string]bool) []error {
+	var errs []error
+	if req&RequireDiscord != 0 && c.DiscordToken == "" {
+		errs = append(errs, varErrorf(EnvDiscordToken,
+			"missing %s: the Discord bot token (Developer Portal -> Bot -> Reset Token)", EnvDiscordToken))
+	}
+	if req&RequireBackendCredentials == 0 || c.UseCLILogin || bad[EnvBackend] || bad[EnvUseCLILogin] {
+		return errs
+	}
+	names := backendCredentials[c.Backend]
+	for _, n := range names {
+		if c.ProviderEnv[n] != "" {
+			return errs
+		}
+	}
+	const login = "set " + EnvUseCLILogin + "=true if the CLI is logged in"
+	switch len(names) {
+	case 0:
+	case 1:
+		errs = append(errs, varErrorf(names[0],
+			"missing %s: the %s backend needs it (or %s)", names[0], c.Backend, login))
+	case 2:
+		errs = append(errs, varErrorf(names[0],
+			"missing %s: the %s backend needs it (or %s, or %s)", names[0], c.Backend, names[1], login))
+	default:
+		errs = append(errs, varErrorf(names[0],
+			"missing %s: the %s backend needs one of them (or %s)", strings.Join(names, " or "), c.Backend, login))
+	}
+	return errs
+}
+
+func parseString(_, s string) (string, error) { return s, nil }
+
+// parseCount parses a whole number of at least 1.
+func parseCount(name, s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, varErrorf(name, "%s: %s is too large", name, quote(s))
+	case err != nil:
+		return 0, varErrorf(name, "%s: %s is not a whole number", name, quote(s))
+	case n < 1:
+		return 0, varErrorf(name, "%s must be at least 1, got %d", name, n)
+	}
+	return n, nil
+}
+
+// parseMillis parses a positive number of milliseconds.
+func parseMillis(name, s string) (time.Duration, error) {
+	const most = math.MaxInt64 / int64(time.Millisecond)
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		if d, derr := time.ParseDuration(s); derr == nil && d > 0 {
+			return 0, varErrorf(name, "%s: %s is not a number of milliseconds (did you mean %d?)", name, quote(s), d.Milliseconds())
+		}
+		return 0, varErrorf(name, "%s: %s is not a number of milliseconds", name, quote(s))
+	case err != nil || n > most:
+		return 0, varErrorf(name, "%s: %s is too large (at most %d)", name, quote(s), most)
+	case n < 1:
+		return 0, varErrorf(name, "%s must be at least 1, got %d", name, n)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// parseChoice accepts one of choices, in any case, and returns its
+// canonical spelling.
+func parseChoice(choices []string) func(name, s string) (string, error) {
+	return func(name, s string) (string, error) {
+		for _, c := range choices {
+			if strings.EqualFold(s, c) {
+				return c, nil
+			}
+		}
+		return "", varErrorf(name, "%s: %s is not one of %s", name, quote(s), strings.Join(choices, ", "))
+	}
+}
+
+func parseBool(name, s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, varErrorf(name, "%s: %s is not true or false", name, quote(s))
+}
+
+func parseDir(name, s string) (string, error) {
+	abs, err := filepath.Abs(s)
+	if err != nil {
+		return "", varErrorf(name, "%s: cannot make %s absolute: %v", name, quote(s), err)
+	}
+	return abs, nil
+}
+
+// splitList splits a comma-separated list, trims each item and drops empty
+// ones. It returns nil when nothing is left.
+func splitList(s string) []string {
+	var items []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}
+
+func parseTools(name, s string) ([]string, error) {
+	tools := splitList(s)
+	if tools == nil {
+		return nil, varErrorf(name, "%s: %s names no tools (unset it for the default, %s)", name, quote(s), defaults[EnvAllowedTools])
+	}
+	return tools, nil
+}
+
+// isSnowflake reports whether s looks like a Discord ID: a decimal number
+// that fits in 64 bits and is not 0.
+func isSnowflake(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return err == nil && n > 0
+}
+
+const snowflakeHint = "a Discord ID is a number like 123456789012345678: turn on Developer Mode, right-click, Copy ID"
+
+func parseID(name, s string) (string, error) {
+	if s != "" && !isSnowflake(s) {
+		return "", varErrorf(name, "%s: %s is not a Discord ID (%s)", name, quote(s), snowflakeHint)
+	}
+	return s, nil
+}
+
+func parseIDs(name, s string) ([]string, error) {
+	ids := splitList(s)
+	var bad []string
+	for _, id := range ids {
+		if !isSnowflake(id) {
+			bad = append(bad, quote(id))
+		}
+	}
+	switch len(bad) {
+	case 0:
+		return ids, nil
+	case 1:
+		return nil, varErrorf(name, "%s: %s is not a Discord ID (%s)", name, bad[0], snowflakeHint)
+	default:
+		return nil, varErrorf(name, "%s: %s are not Discord IDs (%s)", name, strings.Join(bad, ", "), snowflakeHint)
+	}
+}
+
+// parseURL accepts an absolute URL with one of schemes, or nothing.
+func parseURL(schemes ...string) func(name, s string) (string, error) {
+	return func(name, s string) (string, error) {
+		if s == "" {
+			return "", nil
+		}
+		u, err := url.Parse(s)
+		if err == nil && u.Host != "" {
+			for _, sc := range schemes {
+				if strings.EqualFold(u.Scheme, sc) {
+					return s, nil
+				}
+			}
+		}
+		shown := quote(s)
+		if err == nil {
+			shown = quote(redactURL(s))
+		}
+		want := make([]string, len(schemes))
+		for i, sc := range schemes {
+			want[i] = sc + "://"
+		}
+		return "", varErrorf(name, "%s: %s is not a %s URL", name, shown, strings.Join(want, " or "))
+	}
+}
+
+// parseAddr accepts host:port with a numeric port, or nothing.
+func parseAddr(name, s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr == nil {
+			return s, nil
+		}
+	}
+	return "", varErrorf(name, "%s: %s is not host:port (e.g. :8080 or 127.0.0.1:8080)", name, quote(s))
+}

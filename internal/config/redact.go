@@ -1,0 +1,122 @@
+package config
+
+import (
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// masked stands in for a secret that is set.
+const masked = "<redacted>"
+
+// setting is one line of the redacted view.
+type setting struct{ name, value string }
+
+// settings lists every setting as NAME and a printable value, secrets
+// masked: the typed settings in the order of keys, then the provider
+// variables by name.
+func (c Config) settings() []setting {
+	s := []setting{
+		{EnvDiscordToken, mask(c.DiscordToken)},
+		{EnvAnthropicAPIKey, mask(c.AnthropicAPIKey)},
+		{EnvAllowedTools, strings.Join(c.AllowedTools, ",")},
+		{EnvPermissionMode, c.PermissionMode},
+		{EnvQueryTimeoutMS, strconv.FormatInt(c.QueryTimeout.Milliseconds(), 10)},
+		{EnvConfigDir, c.ConfigDir},
+		{EnvMaxConcurrent, strconv.Itoa(c.MaxConcurrent)},
+		{EnvMaxQueueDepth, strconv.Itoa(c.MaxQueueDepth)},
+		{EnvOutputChannelID, c.OutputChannelID},
+		{EnvBackend, c.Backend},
+		{EnvModel, c.Model},
+		{EnvMaxTurns, strconv.Itoa(c.MaxTurns)},
+		{EnvUseCLILogin, strconv.FormatBool(c.UseCLILogin)},
+		{EnvAgentBinary, c.AgentBinary},
+		{EnvAllowedUserIDs, strings.Join(c.AllowedUserIDs, ",")},
+		{EnvAllowedChannelIDs, strings.Join(c.AllowedChannelIDs, ",")},
+		{EnvAllowedGuildIDs, strings.Join(c.AllowedGuildIDs, ",")},
+		{EnvDiscordAPIBaseURL, redactURL(c.DiscordAPIBaseURL)},
+		{EnvDiscordGatewayURL, redactURL(c.DiscordGatewayURL)},
+		{EnvWebhookAddr, c.WebhookAddr},
+		{EnvLogLevel, c.LogLevel},
+		{EnvLogFormat, c.LogFormat},
+	}
+	var names []string
+	for name := range c.ProviderEnv {
+		if name != EnvAnthropicAPIKey {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		val := c.ProviderEnv[name]
+		switch {
+		case name == EnvIsSandbox:
+		case strings.HasSuffix(name, "_URL"):
+			val = redactURL(val)
+		default:
+			// Keys, tokens, and config blobs that may hold either.
+			val = mask(val)
+		}
+		s = append(s, setting{name, val})
+	}
+	return s
+}
+
+// Redacted returns the configuration as NAME=value lines, one per setting,
+// with every secret masked; `gateway doctor` prints it.
+func (c Config) Redacted() string {
+	var b strings.Builder
+	for _, s := range c.settings() {
+		b.WriteString(s.name)
+		b.WriteByte('=')
+		b.WriteString(s.value)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// String returns Redacted, so that printing a Config shows no secret.
+func (c Config) String() string { return c.Redacted() }
+
+// GoString returns Redacted, so that %#v shows no secret either.
+func (c Config) GoString() string { return c.Redacted() }
+
+// MarshalJSON encodes the redacted settings as an object from NAME to
+// value, so that a Config logged as JSON shows no secret.
+func (c Config) MarshalJSON() ([]byte, error) {
+	m := make(map[string]string)
+	for _, s := range c.settings() {
+		m[s.name] = s.value
+	}
+	return json.Marshal(m)
+}
+
+func mask(s string) string {
+	if s == "" {
+		return ""
+	}
+	return masked
+}
+
+// redactURL hides a password in a URL; what cannot be parsed is masked.
+func redactURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return masked
+	}
+	if u.User == nil {
+		return s
+	}
+	// url.Redacted keeps the user name, which may be a token too.
+	u.User = nil
+	rest, ok := strings.CutPrefix(u.String(), u.Scheme+"://")
+	if !ok {
+		return masked
+	}
+	return u.Scheme + "://" + masked + "@" + rest
+}
