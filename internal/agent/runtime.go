@@ -1,0 +1,306 @@
+// Package agent is the runtime: it turns a queued event into one agent turn
+// and a reply.
+//
+// For every event it reads the persona files fresh, assembles the system
+// prompt, writes it to a temp file, resumes or starts the channel's session,
+// runs the backend under the query timeout, protects memory.md from
+// concurrent runs, and hands the answer (or a user-facing error) to a
+// Replier. It knows neither Discord nor any particular CLI. A Runtime is safe
+// for concurrent use; the queue guarantees one event per lane at a time.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/session"
+)
+
+// Replier delivers the outcome of an event to where it came from.
+type Replier interface {
+	Reply(ctx context.Context, e queue.Event, text string) error
+}
+
+// Observer is an optional ability of a Replier: it sees the backend's live
+// events (for typing indicators and previews).
+type Observer interface {
+	Observe(e queue.Event, ev backends.Event)
+}
+
+// Hooks runs the agent_begin and agent_stop hooks inline around every
+// non-hook event (R19.3, R19.4). Implementations must not enqueue.
+type Hooks interface {
+	AgentBegin(ctx context.Context, e queue.Event)
+	AgentStop(ctx context.Context, e queue.Event, out Outcome)
+}
+
+// Options configures a Runtime.
+type Options struct {
+	// ConfigDir holds the persona files; the CLI runs there.
+	ConfigDir string
+	// Timeout bounds one turn (QUERY_TIMEOUT_MS).
+	Timeout        time.Duration
+	AllowedTools   []string
+	PermissionMode string
+	MaxTurns       int
+	// Model is the default model; an event's own Model wins.
+	Model string
+	// TempDir holds the system prompt files; empty means os.TempDir().
+	TempDir string
+}
+
+// Runtime processes events.
+type Runtime struct {
+	opts     Options
+	backend  backends.Backend
+	sessions *session.Store
+	out      Replier
+	hooks    Hooks
+	memory   *persona.MemoryGuard
+	log      zerolog.Logger
+}
+
+// New returns a runtime. hooks may be nil.
+func New(opts Options, backend backends.Backend, sessions *session.Store, out Replier, hooks Hooks, log zerolog.Logger) *Runtime {
+	return &Runtime{
+		opts:     opts,
+		backend:  backend,
+		sessions: sessions,
+		out:      out,
+		hooks:    hooks,
+		memory:   persona.NewMemoryGuard(filepath.Join(opts.ConfigDir, persona.MemoryFile)),
+		log:      log,
+	}
+}
+
+// Outcome is what one event produced.
+type Outcome struct {
+	// Reply is the text handed to the Replier ("" when nothing was sent).
+	Reply  string
+	Result backends.Result
+	// Err is the backend's error, after any healing retry.
+	Err error
+	// Healed is set when a stale session was replaced by a fresh one.
+	Healed bool
+}
+
+// Handle is the queue.Handler: it processes the event and delivers the reply.
+func (r *Runtime) Handle(ctx context.Context, e queue.Event) {
+	r.Process(ctx, e)
+}
+
+// Process runs the event through the agent and delivers its reply.
+func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
+	log := r.log.With().Uint64("event", e.ID).Str("kind", string(e.Kind)).Str("lane", e.Lane).Logger()
+	if e.Name != "" {
+		log = log.With().Str("name", e.Name).Logger()
+	}
+	started := time.Now()
+	log.Info().Dur("waited", started.Sub(e.Time)).Msg("event started")
+
+	inline := r.hooks != nil && e.Kind != queue.KindHook
+	if inline {
+		r.hooks.AgentBegin(ctx, e)
+	}
+	out := r.turn(ctx, e, log)
+	if out.Reply != "" && e.ChannelID != "" {
+		if err := r.out.Reply(ctx, e, out.Reply); err != nil {
+			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Msg("reply not delivered")
+		}
+	}
+	if inline {
+		r.hooks.AgentStop(ctx, e, out)
+	}
+
+	ev := log.Info()
+	if out.Err != nil {
+		ev = log.Warn().Str("error_kind", string(backends.KindOf(out.Err))).AnErr("error", out.Err)
+	}
+	ev.Str("session", out.Result.SessionID).
+		Float64("cost_usd", out.Result.CostUSD).
+		Int64("input_tokens", out.Result.Usage.InputTokens).
+		Int64("output_tokens", out.Result.Usage.OutputTokens).
+		Int("turns", out.Result.Turns).
+		Dur("took", time.Since(started)).
+		Bool("healed", out.Healed).
+		Msg("event finished")
+	return out
+}
+
+// turn runs the agent once, or twice when a stale session has to be replaced.
+func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) Outcome {
+	files, err := persona.Load(r.opts.ConfigDir, log)
+	if err != nil {
+		log.Error().Err(err).Msg("load persona")
+		return Outcome{Err: err, Reply: userError(e, err)}
+	}
+	memoryPath := filepath.Join(r.opts.ConfigDir, persona.MemoryFile)
+	system := persona.Assemble(files, memoryPath)
+	promptFile, cleanup, err := r.writePromptFile(system)
+	if err != nil {
+		log.Error().Err(err).Msg("write system prompt file")
+		return Outcome{Err: err, Reply: userError(e, err)}
+	}
+	defer cleanup()
+
+	key := sessionKey(e)
+	binding, resume := r.binding(key)
+	res, err := r.run(ctx, e, files, system, promptFile, key, binding, resume, log)
+	out := Outcome{Result: res, Err: err}
+	if resume && errors.Is(err, backends.ErrStaleSession) {
+		// DESIGN decision 11: the CLI forgot the session. Drop the binding
+		// and run the turn again as a fresh session, once.
+		log.Warn().Str("session", binding.SessionID).Msg("stale session: starting a fresh one")
+		if _, derr := r.sessions.Delete(key); derr != nil {
+			log.Error().Err(derr).Msg("drop stale session")
+		}
+		res, err = r.run(ctx, e, files, system, promptFile, key, session.Binding{}, false, log)
+		out = Outcome{Result: res, Err: err, Healed: true}
+	}
+	if out.Err != nil {
+		out.Reply = userError(e, out.Err)
+		return out
+	}
+	out.Reply = res.Text
+	if strings.TrimSpace(out.Reply) == "" && e.Kind == queue.KindMessage {
+		out.Reply = "_(The agent finished without writing a reply.)_"
+	}
+	if out.Healed {
+		out.Reply = "_(The earlier conversation in this channel could not be resumed, so this answer starts a new session.)_\n\n" + out.Reply
+	}
+	return out
+}
+
+func (r *Runtime) binding(key string) (session.Binding, bool) {
+	if key == "" {
+		return session.Binding{}, false
+	}
+	b, ok := r.sessions.Get(key)
+	if !ok || (b.Backend != "" && b.Backend != r.backend.Name()) {
+		return session.Binding{}, false
+	}
+	return b, true
+}
+
+// run performs one backend call and keeps the session binding current.
+func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, system, promptFile, key string,
+	binding session.Binding, resume bool, log zerolog.Logger) (backends.Result, error) {
+	prompt := e.Text
+	if resume {
+		// DESIGN decision 5: a resumed CLI may keep the system prompt its
+		// session started with, so changed sections travel in the prompt.
+		if note, changed := persona.Changes(binding.Persona, files); note != "" {
+			log.Info().Strs("sections", changed).Msg("persona changed since the session last saw it")
+			prompt = note + prompt
+		}
+	}
+	req := backends.Request{
+		Prompt:           prompt,
+		SystemPrompt:     system,
+		SystemPromptFile: promptFile,
+		WorkDir:          r.opts.ConfigDir,
+		Model:            firstNonEmpty(e.Model, r.opts.Model),
+		AllowedTools:     r.opts.AllowedTools,
+		PermissionMode:   r.opts.PermissionMode,
+		MaxTurns:         r.opts.MaxTurns,
+	}
+	if resume {
+		req.SessionID = binding.SessionID
+	}
+	hashes := files.Hashes()
+	// bind records the session and the persona it has seen. It writes only
+	// when something changed: a resumed turn with an unchanged persona costs
+	// no disk write.
+	bind := func(id string) {
+		if key == "" || id == "" || (id == binding.SessionID && maps.Equal(hashes, binding.Persona)) {
+			return
+		}
+		b := session.Binding{SessionID: id, Backend: r.backend.Name(), Persona: hashes, Updated: time.Now().UTC()}
+		if err := r.sessions.Set(key, b); err != nil {
+			log.Error().Err(err).Msg("save session binding")
+			return
+		}
+		binding = b
+	}
+	if !resume {
+		binding = session.Binding{}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	mem := r.memory.Begin()
+	observer, _ := r.out.(Observer)
+	res, err := r.backend.Run(ctx, req, func(ev backends.Event) {
+		switch ev.Kind {
+		case backends.EventInit:
+			bind(ev.SessionID) // R6.1: bind as soon as the CLI names the session
+		case backends.EventToolResult:
+			if err := mem.Observe(); err != nil {
+				log.Error().Err(err).Msg("protect memory.md")
+			}
+		}
+		if observer != nil {
+			observer.Observe(e, ev)
+		}
+	})
+	if merr := mem.End(); merr != nil {
+		log.Error().Err(merr).Msg("protect memory.md")
+	}
+	if err == nil {
+		bind(res.SessionID)
+	}
+	return res, err
+}
+
+// writePromptFile writes the system prompt to a private temp file and returns
+// a function that removes it.
+func (r *Runtime) writePromptFile(system string) (string, func(), error) {
+	f, err := os.CreateTemp(r.opts.TempDir, "gateway-prompt-*.md")
+	if err != nil {
+		return "", nil, fmt.Errorf("create system prompt file: %w", err)
+	}
+	name := f.Name()
+	cleanup := func() { os.Remove(name) }
+	if _, err := f.WriteString(system); err != nil {
+		f.Close()
+		cleanup()
+		return "", nil, fmt.Errorf("write system prompt file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("write system prompt file: %w", err)
+	}
+	return name, cleanup, nil
+}
+
+// sessionKey picks the binding an event continues: a message continues its
+// channel's conversation; scheduled events run fresh unless they name one.
+func sessionKey(e queue.Event) string {
+	if e.SessionKey != "" {
+		return e.SessionKey
+	}
+	if e.Kind == queue.KindMessage {
+		return e.ChannelID
+	}
+	return ""
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

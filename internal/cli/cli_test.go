@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentgateway/gateway/backends"
+)
+
+// chatEnv points the config at a fresh CONFIG_DIR with an empty .env.
+func chatEnv(t *testing.T) (configDir, envFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	configDir = filepath.Join(dir, "config")
+	envFile = filepath.Join(dir, ".env")
+	os.WriteFile(envFile, []byte("ANTHROPIC_API_KEY=sk-test\nCONFIG_DIR="+configDir+"\n"), 0o600)
+	return configDir, envFile
+}
+
+func TestChatRepliesPerLineAndKeepsTheSession(t *testing.T) {
+	configDir, envFile := chatEnv(t)
+	var out, errOut bytes.Buffer
+	fake := &backends.Fake{}
+	err := runChat(context.Background(), chatOptions{
+		io:      streams{in: strings.NewReader("first question\n\n  second question  \n"), out: &out, errOut: &errOut},
+		envFile: envFile,
+		backend: fake,
+	})
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, errOut.String())
+	}
+	if got, want := out.String(), "echo: first question\necho: second question\n"; got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 2 || reqs[0].SessionID != "" || reqs[1].SessionID == "" {
+		t.Fatalf("requests = %+v, want a new session then a resume", reqs)
+	}
+	if reqs[0].WorkDir != configDir {
+		t.Errorf("work dir = %q, want %q", reqs[0].WorkDir, configDir)
+	}
+	// Bootstrap created the persona files, and an unnamed chat keeps no session.
+	for _, f := range []string{"soul.md", "identity.md", "memory.md"} {
+		if _, err := os.Stat(filepath.Join(configDir, f)); err != nil {
+			t.Errorf("%s not created: %v", f, err)
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(configDir, "sessions.json"))
+	if strings.Contains(string(data), "chat:") {
+		t.Errorf("sessions.json keeps the unnamed chat: %s", data)
+	}
+}
+
+func TestChatNamedSessionPersists(t *testing.T) {
+	_, envFile := chatEnv(t)
+	fake := &backends.Fake{}
+	for _, msg := range []string{"one", "two"} {
+		var out bytes.Buffer
+		err := runChat(context.Background(), chatOptions{
+			io: streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}}, envFile: envFile,
+			backend: fake, message: msg, session: "docs",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 2 || reqs[1].SessionID == "" || reqs[1].Prompt != "two" {
+		t.Errorf("second chat did not resume the named session: %+v", reqs)
+	}
+}
+
+func TestConfigErrorsExitWithAllProblems(t *testing.T) {
+	dir := t.TempDir()
+	env := filepath.Join(dir, ".env")
+	os.WriteFile(env, []byte("QUERY_TIMEOUT_MS=abc\nPERMISSION_MODE=yolo\nAGENT_BACKEND=nope\nMAX_QUEUE_DEPTH=0\n"), 0o600)
+	for _, name := range []string{"DISCORD_BOT_TOKEN", "ANTHROPIC_API_KEY", "QUERY_TIMEOUT_MS", "PERMISSION_MODE", "AGENT_BACKEND", "MAX_QUEUE_DEPTH"} {
+		t.Setenv(name, "")
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--env-file", env}, streams{in: strings.NewReader(""), out: &out, errOut: &errOut})
+	if code != exitConfig {
+		t.Errorf("exit code = %d, want %d", code, exitConfig)
+	}
+	for _, want := range []string{"QUERY_TIMEOUT_MS", "PERMISSION_MODE", "AGENT_BACKEND", "MAX_QUEUE_DEPTH", "DISCORD_BOT_TOKEN"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("error output lacks %s:\n%s", want, errOut.String())
+		}
+	}
+}
+
+func TestDoctorJSON(t *testing.T) {
+	_, envFile := chatEnv(t)
+	t.Setenv("DISCORD_BOT_TOKEN", "")
+	t.Setenv("AGENT_CLI_PATH", "/nonexistent/claude")
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"doctor", "--json", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}})
+	if code == exitOK {
+		t.Errorf("doctor passed with no Discord token and no CLI")
+	}
+	var report struct {
+		OK     bool    `json:"ok"`
+		Checks []check `json:"checks"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &report); err != nil {
+		t.Fatalf("doctor --json output is not JSON: %v\n%s", err, out.String())
+	}
+	var sawToken, sawCLI bool
+	for _, c := range report.Checks {
+		sawToken = sawToken || (!c.OK && strings.Contains(c.Detail, "DISCORD_BOT_TOKEN"))
+		sawCLI = sawCLI || (c.Name == "agent-cli" && !c.OK)
+	}
+	if report.OK || !sawToken || !sawCLI {
+		t.Errorf("report = %+v", report)
+	}
+	if strings.Contains(out.String(), "sk-test") {
+		t.Error("doctor output shows the API key")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, streams{out: &out, errOut: &out}); code != 0 || !strings.HasPrefix(out.String(), "gateway ") {
+		t.Errorf("version: code %d, output %q", code, out.String())
+	}
+}

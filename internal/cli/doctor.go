@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/persona"
+)
+
+type doctorOptions struct {
+	io      streams
+	envFile string
+	json    bool
+}
+
+func newDoctorCmd(io streams) *cobra.Command {
+	opts := doctorOptions{io: io}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the configuration, CONFIG_DIR and the agent CLI",
+		Long: `doctor reports every configuration problem at once, which persona files
+CONFIG_DIR holds, whether the selected agent CLI is installed and which
+version it is, and security warnings. It exits non-zero when something must
+be fixed before 'gateway run' can work.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.envFile, _ = cmd.Flags().GetString("env-file")
+			return runDoctor(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// check is one line of the doctor's report.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	// Warning marks a finding that does not stop the gateway.
+	Warning bool `json:"warning,omitempty"`
+}
+
+var errDoctorProblems = errors.New("doctor found problems")
+
+func runDoctor(ctx context.Context, opts doctorOptions) error {
+	var checks []check
+	cfg, err := loadConfig(opts.envFile, forRun)
+	if err != nil {
+		var verr *config.ValidationError
+		if errors.As(err, &verr) {
+			for _, p := range verr.Problems {
+				checks = append(checks, check{Name: "config", Detail: p.Error()})
+			}
+		} else {
+			checks = append(checks, check{Name: "config", Detail: err.Error()})
+		}
+		// Keep going with what did parse, so the rest is still checked.
+		cfg, _ = loadConfig(opts.envFile, forDoctor)
+	} else {
+		checks = append(checks, check{Name: "config", OK: true, Detail: "all settings valid"})
+	}
+	if cfg != nil {
+		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
+		checks = append(checks, cliCheck(ctx, cfg))
+		for _, w := range cfg.Warnings() {
+			checks = append(checks, check{Name: "security", Detail: w, Warning: true})
+		}
+	}
+
+	failed := false
+	for _, c := range checks {
+		failed = failed || (!c.OK && !c.Warning)
+	}
+	if opts.json {
+		enc := json.NewEncoder(opts.io.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"ok": !failed, "checks": checks}); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range checks {
+			mark := "ok  "
+			switch {
+			case c.Warning:
+				mark = "warn"
+			case !c.OK:
+				mark = "FAIL"
+			}
+			fmt.Fprintf(opts.io.out, "[%s] %-10s %s\n", mark, c.Name, c.Detail)
+		}
+	}
+	if failed {
+		return errDoctorProblems
+	}
+	return nil
+}
+
+func configDirChecks(dir string) []check {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return []check{{Name: "config-dir", Detail: fmt.Sprintf("%s does not exist yet: `gateway run` or `gateway chat` creates it with default persona files", dir), Warning: true}}
+	}
+	var present, missing []string
+	for _, s := range persona.Sections {
+		if _, err := os.Stat(filepath.Join(dir, s.File)); err == nil {
+			present = append(present, s.File)
+		} else {
+			missing = append(missing, s.File)
+		}
+	}
+	out := []check{{Name: "config-dir", OK: true, Detail: fmt.Sprintf("%s has %s", dir, strings.Join(present, ", "))}}
+	if len(missing) > 0 {
+		out = append(out, check{Name: "persona", Warning: true, Detail: "missing " + strings.Join(missing, ", ") + " (created with defaults at start)"})
+	}
+	return out
+}
+
+// cliCheck finds the agent CLI and asks it for its version.
+func cliCheck(ctx context.Context, cfg *config.Config) check {
+	bin := cfg.AgentBinary
+	if bin == "" {
+		bin = cfg.Backend
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return check{Name: "agent-cli", Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return check{Name: "agent-cli", Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}
+	}
+	return check{Name: "agent-cli", OK: true, Detail: fmt.Sprintf("%s %s", bin, strings.TrimSpace(string(out)))}
+}

@@ -1,0 +1,110 @@
+// Package gateway wires the parts of the gateway together and owns their
+// lifecycle: bootstrap, queue, runtime, backend, and the shutdown drain.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/agent"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/session"
+)
+
+// Core is the transport-independent heart of the gateway: everything
+// between an accepted event and a reply.
+type Core struct {
+	Queue    *queue.Queue
+	Runtime  *agent.Runtime
+	Sessions *session.Store
+	Backend  backends.Backend
+}
+
+// CoreOptions are the parts a transport provides.
+type CoreOptions struct {
+	// Backend overrides the backend named by the config (tests).
+	Backend backends.Backend
+	// Replier delivers replies.
+	Replier agent.Replier
+	// Hooks, if set, run inline around every event.
+	Hooks agent.Hooks
+	// Sessions overrides the session store (e.g. a memory-only one).
+	Sessions *session.Store
+	// OnDone, if set, is called after each event has been processed and
+	// its reply delivered.
+	OnDone func(queue.Event, agent.Outcome)
+}
+
+// NewBackend builds the backend the config selects, with the environment
+// the CLI may see: the process environment plus the credentials read from
+// .env. backends.FilterEnv removes everything else, the Discord token first.
+func NewBackend(cfg *config.Config) (backends.Backend, error) {
+	return backends.New(cfg.Backend, backends.Options{
+		Binary: cfg.AgentBinary,
+		Env:    append(os.Environ(), cfg.BackendEnv()...),
+	})
+}
+
+// NewCore bootstraps CONFIG_DIR and builds the queue and the runtime.
+func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, error) {
+	if opts.Replier == nil {
+		return nil, errors.New("gateway: no replier")
+	}
+	if _, err := persona.Bootstrap(cfg.ConfigDir, log); err != nil {
+		return nil, fmt.Errorf("bootstrap %s: %w", cfg.ConfigDir, err)
+	}
+	sessions := opts.Sessions
+	if sessions == nil {
+		var warning string
+		var err error
+		sessions, warning, err = session.Open(filepath.Join(cfg.ConfigDir, session.FileName))
+		if err != nil {
+			return nil, err
+		}
+		if warning != "" {
+			log.Warn().Msg(warning)
+		}
+	}
+	backend := opts.Backend
+	if backend == nil {
+		var err error
+		if backend, err = NewBackend(cfg); err != nil {
+			return nil, err
+		}
+	}
+	rt := agent.New(agent.Options{
+		ConfigDir:      cfg.ConfigDir,
+		Timeout:        cfg.QueryTimeout,
+		AllowedTools:   cfg.AllowedTools,
+		PermissionMode: cfg.PermissionMode,
+		MaxTurns:       cfg.MaxTurns,
+		Model:          cfg.Model,
+	}, backend, sessions, opts.Replier, opts.Hooks, log.With().Str("component", "runtime").Logger())
+	handle := rt.Handle
+	if opts.OnDone != nil {
+		handle = func(ctx context.Context, e queue.Event) { opts.OnDone(e, rt.Process(ctx, e)) }
+	}
+	q := queue.New(queue.Options{MaxDepth: cfg.MaxQueueDepth, MaxConcurrent: cfg.MaxConcurrent}, handle)
+	return &Core{Queue: q, Runtime: rt, Sessions: sessions, Backend: backend}, nil
+}
+
+// Run dispatches events until ctx ends. Cancelling ctx stops runs in
+// flight; call Shutdown first for a graceful stop.
+func (c *Core) Run(ctx context.Context) error {
+	return c.Queue.Run(ctx)
+}
+
+// Shutdown stops intake and waits, bounded by ctx, for accepted events to
+// finish and deliver their replies (R10).
+func (c *Core) Shutdown(ctx context.Context) error {
+	c.Queue.Close()
+	return c.Queue.Drain(ctx)
+}
