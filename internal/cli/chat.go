@@ -151,8 +151,8 @@ func runChat(ctx context.Context, opts chatOptions) error {
 	return nil
 }
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}

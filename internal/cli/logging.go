@@ -14,7 +14,7 @@ import (
 // config asks for a lower level (chat keeps the terminal quiet).
 func newLogger(cfg *config.Config, w io.Writer, minLevel string) zerolog.Logger {
 	if cfg.LogFormat != "json" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)}
 	}
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil || cfg.LogLevel == "" {
