@@ -108,10 +108,15 @@ type Usage struct {
 type Result struct {
 	SessionID string
 	Text      string
-	CostUSD   float64
-	Usage     Usage
-	Turns     int
-	Duration  time.Duration
+	// CostUSD is what this turn cost, as far as the CLI reports it.
+	CostUSD float64
+	// SessionCostUSD is the session's running total when the CLI reports
+	// one (claude's total_cost_usd counts every turn of a resumed session).
+	// The runtime derives a resumed turn's CostUSD from the difference.
+	SessionCostUSD float64
+	Usage          Usage
+	Turns          int
+	Duration       time.Duration
 	// PermissionDenials lists tools the CLI refused to run.
 	PermissionDenials []string
 }

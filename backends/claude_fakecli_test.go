@@ -157,8 +157,15 @@ func fakeCLI(t *testing.T, mode string, vars map[string]string) (bin, dir string
 	}
 	fmt.Fprintf(&sb, "exec %s \"$@\"\n", shellQuote(self))
 	bin = filepath.Join(dir, "claude")
-	if err := os.WriteFile(bin, []byte(sb.String()), 0o755); err != nil {
+	// The executable is written by a child process: a file this process had
+	// open for writing can be inherited by a parallel test's fork, and
+	// exec'ing it then fails with "text file busy".
+	src := filepath.Join(dir, "claude.src")
+	if err := os.WriteFile(src, []byte(sb.String()), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := exec.Command("install", "-m", "0755", src, bin).CombinedOutput(); err != nil {
+		t.Fatalf("install fake CLI: %v: %s", err, out)
 	}
 	return bin, dir
 }

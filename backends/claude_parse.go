@@ -254,6 +254,7 @@ func (p *ClaudeParser) parseResult(l *claudeLine) {
 		SessionID:         l.SessionID,
 		Text:              jsonString(l.Result),
 		CostUSD:           jsonFloat(l.TotalCostUSD),
+		SessionCostUSD:    jsonFloat(l.TotalCostUSD),
 		Turns:             int(jsonInt(l.NumTurns)),
 		Duration:          time.Duration(jsonInt(l.DurationMS)) * time.Millisecond,
 		PermissionDenials: permissionDenials(l.PermissionDenials),

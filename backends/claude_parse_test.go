@@ -98,7 +98,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`text "Hello! I'm Tova,"`, `text " running against"`, `text " the fake API."`,
 				`result "Hello! I'm Tova, running against the fake API."`,
 			},
-			result: Result{SessionID: sText, Text: "Hello! I'm Tova, running against the fake API.", CostUSD: 0.0006000000000000001,
+			result: Result{SessionID: sText, Text: "Hello! I'm Tova, running against the fake API.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
 				Usage: usage, Turns: 1, Duration: 185 * time.Millisecond},
 		},
 		{
@@ -108,7 +108,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`text "Yes, this is the "`, `text "second turn of th"`, `text "e same session."`,
 				`result "Yes, this is the second turn of the same session."`,
 			},
-			result: Result{SessionID: sText, Text: "Yes, this is the second turn of the same session.", CostUSD: 0.0012000000000000001,
+			result: Result{SessionID: sText, Text: "Yes, this is the second turn of the same session.", CostUSD: 0.0012000000000000001, SessionCostUSD: 0.0012000000000000001,
 				Usage: usage, Turns: 1, Duration: 138 * time.Millisecond},
 		},
 		{
@@ -123,7 +123,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`text "\n\nNoted: A"`, `text "na prefe"`, `text "rs tea."`,
 				`result "Noted: Ana prefers tea."`,
 			},
-			result: Result{SessionID: sTool, Text: "Noted: Ana prefers tea.", CostUSD: 0.0018000000000000002,
+			result: Result{SessionID: sTool, Text: "Noted: Ana prefers tea.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
 				Usage: Usage{InputTokens: 300, OutputTokens: 30}, Turns: 3, Duration: 316 * time.Millisecond},
 		},
 		{
@@ -134,7 +134,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				"tool_result Read toolu_fake_0001 ok",
 				`result "" error max_turns`,
 			},
-			result: Result{SessionID: sMax, CostUSD: 0.0006000000000000001, Usage: usage, Turns: 2, Duration: 215 * time.Millisecond},
+			result: Result{SessionID: sMax, CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001, Usage: usage, Turns: 2, Duration: 215 * time.Millisecond},
 			kind:   KindMaxTurns,
 			msgHas: "Reached maximum number of turns (1)",
 		},
@@ -145,7 +145,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`text "Hello f"`, `text "rom a s"`, `text "andbox."`,
 				`result "Hello from a sandbox."`,
 			},
-			result: Result{SessionID: sSandbox, Text: "Hello from a sandbox.", CostUSD: 0.0006000000000000001,
+			result: Result{SessionID: sSandbox, Text: "Hello from a sandbox.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
 				Usage: usage, Turns: 1, Duration: 202 * time.Millisecond},
 		},
 		{

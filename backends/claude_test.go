@@ -204,7 +204,7 @@ func TestClaudeEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRes := Result{
-		SessionID: "sess-1", Text: "Hello, world", CostUSD: 0.0123, Turns: 1, Duration: 1234 * time.Millisecond,
+		SessionID: "sess-1", Text: "Hello, world", CostUSD: 0.0123, SessionCostUSD: 0.0123, Turns: 1, Duration: 1234 * time.Millisecond,
 		Usage: Usage{InputTokens: 10, OutputTokens: 7, CacheReadTokens: 100, CacheCreationTokens: 5},
 	}
 	want := []Event{

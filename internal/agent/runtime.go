@@ -219,14 +219,17 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, s
 		req.SessionID = binding.SessionID
 	}
 	hashes := files.Hashes()
-	// bind records the session and the persona it has seen. It writes only
-	// when something changed: a resumed turn with an unchanged persona costs
-	// no disk write.
-	bind := func(id string) {
-		if key == "" || id == "" || (id == binding.SessionID && maps.Equal(hashes, binding.Persona)) {
+	// bind records the session, the persona it has seen and its cost so
+	// far. It writes only when something changed: a resumed turn with an
+	// unchanged persona and no cost total costs no disk write.
+	bind := func(id string, sessionCost float64) {
+		if key == "" || id == "" {
 			return
 		}
-		b := session.Binding{SessionID: id, Backend: r.backend.Name(), Persona: hashes, Updated: time.Now().UTC()}
+		if id == binding.SessionID && maps.Equal(hashes, binding.Persona) && sessionCost == binding.SessionCostUSD {
+			return
+		}
+		b := session.Binding{SessionID: id, Backend: r.backend.Name(), Persona: hashes, SessionCostUSD: sessionCost, Updated: time.Now().UTC()}
 		if err := r.sessions.Set(key, b); err != nil {
 			log.Error().Err(err).Msg("save session binding")
 			return
@@ -236,6 +239,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, s
 	if !resume {
 		binding = session.Binding{}
 	}
+	costBefore := binding.SessionCostUSD
 
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
@@ -244,7 +248,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, s
 	res, err := r.backend.Run(ctx, req, func(ev backends.Event) {
 		switch ev.Kind {
 		case backends.EventInit:
-			bind(ev.SessionID) // R6.1: bind as soon as the CLI names the session
+			bind(ev.SessionID, binding.SessionCostUSD) // R6.1: bind as soon as the CLI names the session
 		case backends.EventToolResult:
 			if err := mem.Observe(); err != nil {
 				log.Error().Err(err).Msg("protect memory.md")
@@ -258,7 +262,16 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, s
 		log.Error().Err(merr).Msg("protect memory.md")
 	}
 	if err == nil {
-		bind(res.SessionID)
+		if res.SessionCostUSD > 0 {
+			// The CLI reported the session's total: this turn cost the
+			// difference from the total the session had before it.
+			if res.SessionID == req.SessionID && res.SessionCostUSD >= costBefore {
+				res.CostUSD = res.SessionCostUSD - costBefore
+			} else {
+				res.CostUSD = res.SessionCostUSD
+			}
+		}
+		bind(res.SessionID, res.SessionCostUSD)
 	}
 	return res, err
 }

@@ -378,3 +378,24 @@ func TestObserverSeesLiveEvents(t *testing.T) {
 		t.Errorf("observed (-want +got):\n%s", diff)
 	}
 }
+
+// A CLI that reports the session's running cost total (claude's
+// total_cost_usd) is logged per turn as the difference, so costs add up.
+func TestPerTurnCostFromSessionTotal(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	total := 0.0
+	f.fake.Respond = func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		total += 0.25
+		return backends.Result{SessionID: "s1", Text: "ok", CostUSD: total, SessionCostUSD: total}, nil
+	}
+	var costs []float64
+	for i := 0; i < 3; i++ {
+		costs = append(costs, f.rt.Process(context.Background(), message("c", "hi")).Result.CostUSD)
+	}
+	if diff := cmp.Diff([]float64{0.25, 0.25, 0.25}, costs); diff != "" {
+		t.Errorf("per-turn costs (-want +got):\n%s", diff)
+	}
+	if b, _ := f.sessions.Get("c"); b.SessionCostUSD != 0.75 {
+		t.Errorf("stored session total = %v, want 0.75", b.SessionCostUSD)
+	}
+}

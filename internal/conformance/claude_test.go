@@ -159,6 +159,11 @@ func TestConformanceClaudeResumeCarriesHistory(t *testing.T) {
 	if first.Result.SessionID != second.Result.SessionID {
 		t.Errorf("session changed on resume: %s -> %s", first.Result.SessionID, second.Result.SessionID)
 	}
+	// claude reports the session's running total; the runtime reports each
+	// turn's own cost. Both turns used the same tokens, so they cost the same.
+	if d := second.Result.CostUSD - first.Result.CostUSD; first.Result.CostUSD <= 0 || d > 1e-9 || d < -1e-9 {
+		t.Errorf("turn costs %v then %v: the resumed turn should cost the same, not the running total", first.Result.CostUSD, second.Result.CostUSD)
+	}
 	main := h.api.MainRequests()
 	history := flatten(main[len(main)-1])
 	for _, want := range []string{"What is the answer?", "The first answer is 42.", "What did I ask?"} {

@@ -32,7 +32,10 @@ type Binding struct {
 	// Persona holds a hash per system prompt section as the session last saw
 	// it (DESIGN decision 5).
 	Persona map[string]string `json:"persona,omitempty"`
-	Updated time.Time         `json:"updated"`
+	// SessionCostUSD is the session's running cost total as the CLI last
+	// reported it, for CLIs that report totals rather than per-turn costs.
+	SessionCostUSD float64   `json:"session_cost_usd,omitempty"`
+	Updated        time.Time `json:"updated"`
 }
 
 type file struct {
