@@ -325,6 +325,7 @@ func TestConcurrentMemoryWritesKeepBothFacts(t *testing.T) {
 		read := make(chan struct{}, 2)
 		turn := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 		wrote := make(chan struct{}, 2)
+		finish := make(chan struct{}) // both runs end only after both wrote
 		f.fake.Respond = func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
 			base, _ := os.ReadFile(memPath) // the agent reads memory.md
 			read <- struct{}{}
@@ -334,6 +335,7 @@ func TestConcurrentMemoryWritesKeepBothFacts(t *testing.T) {
 			os.WriteFile(memPath, append(base, fact...), 0o644) // Write replaces the whole file
 			emit(backends.Event{Kind: backends.EventToolResult, Tool: &backends.ToolCall{Name: "Write"}})
 			wrote <- struct{}{}
+			<-finish
 			return backends.Result{Text: "saved"}, nil
 		}
 		var wg sync.WaitGroup
@@ -346,6 +348,8 @@ func TestConcurrentMemoryWritesKeepBothFacts(t *testing.T) {
 		close(turn[order[0]])
 		<-wrote
 		close(turn[order[1]])
+		<-wrote
+		close(finish)
 		wg.Wait()
 		got, _ := os.ReadFile(memPath)
 		for _, want := range []string{"- the sky is blue", "- fact from a", "- fact from b"} {
