@@ -1,68 +1,72 @@
 package persona
 
 import (
-	"fmt"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
 	"strings"
+	"unicode"
 )
 
-// preamble opens every system prompt (R15.3, R22.4).
-const preamble = `You are running behind a chat gateway. The sections below are your configuration, read fresh from disk for this message.
-
-Long-term memory: you may persist durable facts, decisions, IDs and lessons learned by updating %s with your Write or Edit tool. Keep its existing content, add new facts as short markdown bullet points, and never store secrets there. It is shown to you below as "Long-Term Memory".`
-
-// Assemble builds the system prompt: the preamble, then each non-empty
-// section as "## Name\n\ncontent" in Sections order (R22.1-R22.3).
+// The prompt format.
 //
-// A "## " heading inside a file is demoted to "### " so that the prompt's
-// own section headings stay unambiguous: SectionNames(Assemble(f)) always
-// lists exactly the non-empty sections of f (R22.5).
+// A section is "## <Name>\n\n<body>\n\n". The body is the file's content,
+// valid UTF-8, without leading blank lines or trailing white space, with two
+// changes that keep the section headings unambiguous (R22.5):
+//
+//   - Outside fenced code blocks, every ATX heading of level 2 to 6 (up to
+//     three spaces, then "##" to "######", then a space, a tab or the end of
+//     the line) is demoted by one level: "## Cron Jobs" becomes
+//     "### Cron Jobs". The file's own structure survives one level deeper
+//     ("######" becomes plain text). "# Title" lines stay: they never look
+//     like a section heading. Code blocks are left exactly as they are.
+//   - A code fence still open at the end of the file is closed, so it cannot
+//     swallow the sections after it.
+//
+// SectionNames tracks fences the same way and reads every "## " line outside
+// them as a section heading, so it finds exactly the sections Assemble wrote.
+
+const preambleText = `You are running behind a chat gateway. The sections below are your configuration, read fresh from disk for this event. Headings inside a section are shown one level deeper than they are in the files.
+
+Long-term memory: you may keep durable facts, decisions, IDs and lessons learned by updating the file %MEMORY% with your Edit tool, or your Write tool after reading the file first (other conversations may have added to it). Keep everything already in it, add each new fact as a short markdown bullet point, and keep the file valid markdown. Never store secrets there. Its current content is the "Long-Term Memory" section below.`
+
+// Assemble builds the system prompt: a preamble telling the agent how to
+// update memory.md at memoryPath (made absolute, since the agent's working
+// directory may differ), then each non-empty section of f in Sections order
+// as "## <Name>\n\n<body>\n\n" (R22.1-R22.4). Headings inside a body are
+// demoted by one level outside code fences; see the format note above.
 func Assemble(f Files, memoryPath string) string {
+	if abs, err := filepath.Abs(memoryPath); err == nil {
+		memoryPath = abs
+	}
+	pre := strings.Replace(preambleText, "%MEMORY%", memoryPath, 1)
+	n := len(pre) + 2
+	for _, s := range Sections {
+		n += len(s.Name) + len(f[s.Name]) + 16
+	}
 	var b strings.Builder
-	b.Grow(len(preamble) + 1024 + totalLen(f))
-	fmt.Fprintf(&b, preamble, memoryPath)
+	b.Grow(n + n/64)
+	b.WriteString(pre)
 	b.WriteString("\n\n")
 	for _, s := range Sections {
-		content := strings.TrimSpace(f[s.Name])
-		if content == "" {
-			continue
+		if c := body(f[s.Name]); c != "" {
+			writeSection(&b, s.Name, c)
 		}
-		b.WriteString("## ")
-		b.WriteString(s.Name)
-		b.WriteString("\n\n")
-		writeDemoted(&b, content)
-		b.WriteString("\n\n")
 	}
 	return b.String()
 }
 
-func totalLen(f Files) int {
-	n := 0
-	for _, c := range f {
-		n += len(c)
-	}
-	return n
-}
-
-// writeDemoted writes content with every line that starts with "## "
-// turned into "### ".
-func writeDemoted(b *strings.Builder, content string) {
-	for len(content) > 0 {
-		line, rest, found := strings.Cut(content, "\n")
-		if strings.HasPrefix(line, "## ") {
-			b.WriteByte('#')
-		}
-		b.WriteString(line)
-		if found {
-			b.WriteByte('\n')
-		}
-		content = rest
-	}
-}
-
-// SectionNames lists the section headings of an assembled prompt, in order.
+// SectionNames returns the section headings of an assembled prompt in order:
+// every line outside code fences that starts with "## ".
 func SectionNames(prompt string) []string {
 	var names []string
-	for _, line := range strings.Split(prompt, "\n") {
+	var fence fenceState
+	for len(prompt) > 0 {
+		line, rest, _ := strings.Cut(prompt, "\n")
+		prompt = rest
+		if fence.step(line) {
+			continue
+		}
 		if name, ok := strings.CutPrefix(line, "## "); ok {
 			names = append(names, strings.TrimSpace(name))
 		}
@@ -70,38 +74,169 @@ func SectionNames(prompt string) []string {
 	return names
 }
 
-// Changes describes what changed since a session last saw the persona, as
-// a note to put in front of a resumed turn's prompt (DESIGN decision 5). old
-// holds the hashes the session saw; nil means unknown, so every section is
-// sent. It returns "" when nothing changed.
-func Changes(old map[string]string, f Files) (text string, changed []string) {
-	current := f.Hashes()
-	var removed []string
-	var b strings.Builder
+// Hashes returns the SHA-256 (hex) of each section Assemble would include,
+// by section name; sections that are absent or blank have no entry. A
+// session remembers them to notice later edits (DESIGN decision 5).
+func (f Files) Hashes() map[string]string {
+	out := make(map[string]string, len(Sections))
 	for _, s := range Sections {
-		h, now := current[s.Name]
+		if c := body(f[s.Name]); c != "" {
+			sum := sha256.Sum256([]byte(c))
+			out[s.Name] = hex.EncodeToString(sum[:])
+		}
+	}
+	return out
+}
+
+// Changes compares the section hashes a resumed session last saw (old) with
+// f. When a section changed, appeared or disappeared it returns a marked
+// note to put in front of the turn's prompt, carrying the current version of
+// every changed section, and the names of the changed sections in prompt
+// order (updated ones first, then removed ones). A nil old means the session's
+// view is unknown: every present section is sent. Nothing changed gives "".
+func Changes(old map[string]string, f Files) (text string, changed []string) {
+	cur := f.Hashes()
+	var updated, removed []string
+	for _, s := range Sections {
+		h, now := cur[s.Name]
 		prev, before := old[s.Name]
 		switch {
 		case now && (old == nil || !before || prev != h):
-			changed = append(changed, s.Name)
-			b.WriteString("## ")
-			b.WriteString(s.Name)
-			b.WriteString("\n\n")
-			writeDemoted(&b, strings.TrimSpace(f[s.Name]))
-			b.WriteString("\n\n")
+			updated = append(updated, s.Name)
 		case !now && before:
 			removed = append(removed, s.Name)
 		}
 	}
-	if len(changed) == 0 && len(removed) == 0 {
+	if len(updated) == 0 && len(removed) == 0 {
 		return "", nil
 	}
-	var note strings.Builder
-	note.WriteString("[Gateway note: your configuration files changed since this conversation started. These sections replace the earlier versions in your system prompt.]\n\n")
-	note.WriteString(b.String())
-	if len(removed) > 0 {
-		fmt.Fprintf(&note, "[Removed sections, ignore their earlier versions: %s]\n", strings.Join(removed, ", "))
+	var b strings.Builder
+	b.WriteString("[Gateway note: your configuration files changed since this conversation started.")
+	if len(updated) > 0 {
+		b.WriteString(" These sections replace the earlier versions in your system prompt:]\n\n")
+		for _, name := range updated {
+			writeSection(&b, name, body(f[name]))
+		}
+	} else {
+		b.WriteString("]\n\n")
 	}
-	note.WriteString("[End of gateway note. The user's message follows.]\n\n")
-	return note.String(), append(changed, removed...)
+	if len(removed) > 0 {
+		b.WriteString("[Removed sections, disregard their earlier versions: ")
+		b.WriteString(strings.Join(removed, ", "))
+		b.WriteString("]\n")
+	}
+	b.WriteString("[End of gateway note]\n\n")
+	return b.String(), append(updated, removed...)
+}
+
+// body returns content as it goes into a section: valid UTF-8, without
+// leading blank lines and trailing white space. It is "" for blank content.
+func body(content string) string {
+	content = strings.ToValidUTF8(content, "\uFFFD")
+	for {
+		line, rest, found := strings.Cut(content, "\n")
+		if !found || strings.TrimSpace(line) != "" {
+			break
+		}
+		content = rest
+	}
+	return strings.TrimRightFunc(content, unicode.IsSpace)
+}
+
+// writeSection writes one section; c is a non-empty body.
+func writeSection(b *strings.Builder, name, c string) {
+	b.WriteString("## ")
+	b.WriteString(name)
+	b.WriteString("\n\n")
+	var fence fenceState
+	for len(c) > 0 {
+		line, rest, found := strings.Cut(c, "\n")
+		c = rest
+		if !fence.step(line) {
+			if at := headingAt(line); at >= 0 {
+				b.WriteString(line[:at])
+				b.WriteByte('#')
+				line = line[at:]
+			}
+		}
+		b.WriteString(line)
+		if found {
+			b.WriteByte('\n')
+		}
+	}
+	if fence.open {
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat(string(fence.char), fence.size))
+	}
+	b.WriteString("\n\n")
+}
+
+// headingAt returns the index of the first '#' of an ATX heading of level 2
+// to 6, or -1 when line is no such heading.
+func headingAt(line string) int {
+	i := indent(line)
+	if i < 0 || i+1 >= len(line) || line[i] != '#' || line[i+1] != '#' {
+		return -1
+	}
+	n := i
+	for n < len(line) && line[n] == '#' {
+		n++
+	}
+	if n-i > 6 {
+		return -1
+	}
+	if n < len(line) && line[n] != ' ' && line[n] != '\t' && line[n] != '\r' {
+		return -1
+	}
+	return i
+}
+
+// indent returns the number of leading spaces of line if it is at most 3,
+// else -1 (the line is indented code in markdown).
+func indent(line string) int {
+	i := 0
+	for i < len(line) && line[i] == ' ' {
+		i++
+		if i > 3 {
+			return -1
+		}
+	}
+	return i
+}
+
+// fenceState follows fenced code blocks (``` or ~~~, three or more, after
+// at most three spaces) line by line.
+type fenceState struct {
+	open bool
+	char byte
+	size int
+}
+
+// step consumes one line and reports whether it is part of a fenced block:
+// its opening or closing line or a line inside it.
+func (s *fenceState) step(line string) bool {
+	i := indent(line)
+	if i < 0 {
+		return s.open
+	}
+	rest := line[i:]
+	if len(rest) < 3 || (rest[0] != '`' && rest[0] != '~') {
+		return s.open
+	}
+	c := rest[0]
+	n := 0
+	for n < len(rest) && rest[n] == c {
+		n++
+	}
+	if s.open {
+		if c == s.char && n >= s.size && strings.Trim(rest[n:], " \t\r") == "" {
+			s.open = false
+		}
+		return true
+	}
+	if n < 3 || (c == '`' && strings.IndexByte(rest[n:], '`') >= 0) {
+		return false
+	}
+	*s = fenceState{open: true, char: c, size: n}
+	return true
 }

@@ -3,148 +3,286 @@ package persona
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/agentgateway/gateway/internal/atomicfile"
 )
 
-// MemoryGuard keeps facts in memory.md when agent runs overlap (DESIGN
-// decision 4). Two runs in different channels may each read memory.md and
-// later rewrite it whole, so the second write would drop the first run's
-// new fact. The guard remembers the content each run started from and the
-// latest content it has seen, and after each tool result and at the end of
-// each run merges line by line: lines others added since the run began are
-// put back, lines others removed stay removed.
+// MemoryGuard keeps every fact in memory.md when agent runs overlap (DESIGN
+// decision 4). Two runs (in different lanes) may each rewrite memory.md
+// whole from what they read when they started, so the later write would drop
+// the earlier run's fact. The guard remembers the content each active run
+// began with (its base) and the latest content the guard itself has seen or
+// written (known). When a run begins, after each of a run's tool results and
+// when it ends, it reads the file and merges line by line: lines added since
+// some active run began that the file now lacks are put back (that run may
+// have rewritten the file from its old copy), lines deleted since some active
+// run began that the file has again are removed, and every other edit stands.
+//
+// Merging against every active run, not only the one reporting, matters: a
+// run reports after its own tool, but the file may hold another run's write
+// that has not been reported yet, and only that run's base tells a stale
+// rewrite from a deliberate deletion. The cost is that a line added while
+// other runs are active cannot be deleted until they have ended (it comes
+// back), and a line deleted then cannot be re-added: losing a fact is worse
+// than keeping one.
+//
+// The guard sees the file only when a run reports, so it cannot help in two
+// cases: a write that another agent overwrites before any run has reported,
+// and an agent write that lands in the instant between the guard's last look
+// at the file and its own replace (it re-reads just before, and starts over
+// when the file moved, to keep that instant short). The runtime reports
+// after every tool result, and the preamble asks the agent to edit rather
+// than rewrite, to keep both rare.
+//
+// Use one MemoryGuard per memory.md path. It is safe for concurrent use.
 type MemoryGuard struct {
 	path string
 
-	mu    sync.Mutex // guards known and serializes read-merge-write of the file
-	known string     // the latest content the guard has seen or written
+	mu     sync.Mutex // guards known and active, and serializes each read-merge-write of the file
+	known  string     // the file as the guard last saw or wrote it
+	active map[*MemoryRun]struct{}
 }
 
-// NewMemoryGuard guards the memory file at path.
+// NewMemoryGuard returns a guard for the memory file at path.
 func NewMemoryGuard(path string) *MemoryGuard {
-	return &MemoryGuard{path: path}
+	return &MemoryGuard{path: path, active: map[*MemoryRun]struct{}{}}
 }
 
-// MemoryRun is one agent run's view of memory.md.
+// MemoryRun is one agent run's view of memory.md. Its methods may be called
+// from any goroutine. Every run must End.
 type MemoryRun struct {
 	g    *MemoryGuard
-	base string
+	base string // the file when the run began; written under g.mu, then fixed
 }
 
-// Begin snapshots memory.md as the run's starting point.
+// Begin starts a run: it merges what other active runs may have left
+// unreported, then the file's content becomes the run's base. When the file
+// cannot be read, the guard's known content is the base.
 func (g *MemoryGuard) Begin() *MemoryRun {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	cur, _ := g.read()
-	g.known = cur
-	return &MemoryRun{g: g, base: cur}
+	g.syncLocked(nil) // on error the known content stands
+	r := &MemoryRun{g: g, base: g.known}
+	g.active[r] = struct{}{}
+	return r
 }
 
-// Observe merges after one of the run's tools finished (it may just have
-// written memory.md).
-func (r *MemoryRun) Observe() error { return r.sync() }
+// Observe merges after one of the run's tools reported a result (the agent
+// may just have written memory.md).
+func (r *MemoryRun) Observe() error {
+	r.g.mu.Lock()
+	defer r.g.mu.Unlock()
+	return r.g.syncLocked(r)
+}
 
-// End merges once more when the run is over.
-func (r *MemoryRun) End() error { return r.sync() }
+// End merges once more and ends the run. Calling it again only merges.
+func (r *MemoryRun) End() error {
+	r.g.mu.Lock()
+	defer r.g.mu.Unlock()
+	defer delete(r.g.active, r)
+	return r.g.syncLocked(r)
+}
 
-func (r *MemoryRun) sync() error {
-	g := r.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	cur, err := g.read()
-	if err != nil {
-		return err
+// maxMergeRetries bounds how often a merge starts over because the file
+// changed while it merged.
+const maxMergeRetries = 3
+
+// syncLocked merges the file against the bases of the active runs and r (if
+// not nil) and makes the result the known content. g.mu must be held.
+func (g *MemoryGuard) syncLocked(r *MemoryRun) error {
+	bases := make([]string, 0, len(g.active)+1)
+	for a := range g.active {
+		bases = append(bases, a.base)
 	}
-	merged := merge3(r.base, g.known, cur)
-	if merged != cur {
-		if err := atomicfile.Write(g.path, []byte(merged), 0o644); err != nil {
-			return fmt.Errorf("restore memory.md facts: %w", err)
+	if _, ok := g.active[r]; r != nil && !ok {
+		bases = append(bases, r.base)
+	}
+	for attempt := 0; ; attempt++ {
+		cur, perm, err := g.read()
+		if err != nil {
+			return err
 		}
+		merged := merge(bases, g.known, cur)
+		if merged == cur {
+			g.known = cur
+			return nil
+		}
+		// An agent may have written while we merged: look once more right
+		// before replacing the file, so its write is merged, not lost.
+		if again, _, err := g.read(); err == nil && again != cur && attempt < maxMergeRetries {
+			continue
+		}
+		if err := atomicfile.Write(g.path, []byte(merged), perm); err != nil {
+			return fmt.Errorf("restore memory.md: %w", err)
+		}
+		g.known = merged
+		return nil
 	}
-	g.known = merged
-	return nil
 }
 
-func (g *MemoryGuard) read() (string, error) {
-	data, err := os.ReadFile(g.path)
+// read returns the file's content and mode; a missing file is empty.
+func (g *MemoryGuard) read() (string, os.FileMode, error) {
+	f, err := os.Open(g.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
+		return "", filePerm, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read memory.md: %w", err)
+		return "", 0, fmt.Errorf("read memory.md: %w", err)
 	}
-	return string(data), nil
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, fmt.Errorf("read memory.md: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("read memory.md: not a regular file (%s)", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return "", 0, fmt.Errorf("read memory.md: %w", err)
+	}
+	return string(data), fi.Mode().Perm(), nil
 }
 
-// merge3 merges line by line. cur is what the run's agent left on disk; the
-// result is cur plus the lines known has and base lacks (others added them),
-// minus the lines base has and known lacks (others removed them). Counts
-// make duplicate lines behave. An added line goes after the line it
-// followed in known when that line is in the result, else at the end.
-func merge3(base, known, cur string) string {
-	if known == base || known == cur {
+// merge3 is merge for a single run.
+func merge3(base, known, cur string) string { return merge([]string{base}, known, cur) }
+
+// merge merges memory.md line by line. bases are the files as the active
+// runs began, known the file as the guard last saw it, cur the file now.
+// Per distinct line, with k and c its counts in known and cur and b its
+// count in one base:
+//
+//   - k > b (added since that base): keep min(max(c, k), c+k-b) copies, so
+//     the added copies are there whether cur was derived from that base or
+//     from known, and a line a run added too is not doubled;
+//   - k < b (deleted since that base): keep max(min(c, k), c-(b-k)), so the
+//     deleted copies go but copies added on top stay;
+//   - k == b: c, the edit stands.
+//
+// Over several bases the most copies any addition asks for win; otherwise
+// the fewest any deletion asks for. Removed copies are taken from the end of
+// cur. An added line goes right after the nearest line before it in known
+// that the result keeps, or at the top if there is none.
+func merge(bases []string, known, cur string) string {
+	if known == cur || len(bases) == 0 {
 		return cur
 	}
 	knownLines, curLines := splitLines(known), splitLines(cur)
-	baseLines := splitLines(base)
-	baseCount := counts(baseLines)
-	knownCount := counts(knownLines)
-
-	// Lines others removed (in base more often than in known) leave cur.
-	remove := map[string]int{}
-	for line, n := range baseCount {
-		if d := n - knownCount[line]; d > 0 {
-			remove[line] = d
+	kc, cc := counts(knownLines), counts(curLines)
+	bcs := make([]map[string]int, 0, len(bases))
+	changed := false
+	for _, b := range bases {
+		if b != known {
+			bcs = append(bcs, counts(splitLines(b)))
+			changed = true
 		}
 	}
-	var out []string
-	for _, line := range curLines {
-		if remove[line] > 0 {
-			remove[line]--
-			continue
-		}
-		out = append(out, line)
+	if !changed {
+		return cur // no active run has missed anything
 	}
-
-	// Lines others added (in known more often than in base) return if cur
-	// lacks them.
-	have := counts(out)
-	for i, line := range knownLines {
-		if knownCount[line]-baseCount[line] <= 0 {
-			continue
-		}
-		if have[line] >= knownCount[line] {
-			continue
-		}
-		have[line]++
-		at := len(out)
-		if i > 0 {
-			for j := len(out) - 1; j >= 0; j-- {
-				if out[j] == knownLines[i-1] {
-					at = j + 1
-					break
-				}
+	target := func(line string) int {
+		k, c := kc[line], cc[line]
+		hi, lo := c, c
+		for _, bc := range bcs {
+			switch b := bc[line]; {
+			case k > b:
+				hi = max(hi, min(max(c, k), c+k-b))
+			case k < b:
+				lo = min(lo, max(min(c, k), c-(b-k)))
 			}
 		}
-		out = append(out[:at], append([]string{line}, out[at:]...)...)
+		if hi > c {
+			return hi
+		}
+		return lo
+	}
+	add, drop := map[string]int{}, map[string]int{}
+	consider := func(line string) {
+		if _, done := add[line]; done {
+			return
+		}
+		if _, done := drop[line]; done {
+			return
+		}
+		switch t, c := target(line), cc[line]; {
+		case t > c:
+			add[line] = t - c
+		case t < c:
+			drop[line] = c - t
+		}
+	}
+	for line := range kc {
+		consider(line)
+	}
+	for _, bc := range bcs {
+		for line := range bc {
+			consider(line)
+		}
+	}
+	if len(add) == 0 && len(drop) == 0 {
+		return cur
+	}
+
+	kept := make([]string, 0, len(curLines))
+	for i := len(curLines) - 1; i >= 0; i-- {
+		if line := curLines[i]; drop[line] > 0 {
+			drop[line]--
+		} else {
+			kept = append(kept, line)
+		}
+	}
+	slices.Reverse(kept)
+
+	// Match the n-th copy of a line in known with its n-th copy in kept;
+	// copies beyond those are the ones to insert.
+	where := map[string][]int{}
+	for i, line := range kept {
+		where[line] = append(where[line], i)
+	}
+	after := map[int][]string{} // kept index -> lines to insert after it; -1: before all
+	seen := map[string]int{}
+	anchor := -1
+	for _, line := range knownLines {
+		n := seen[line]
+		seen[line]++
+		if pos := where[line]; n < len(pos) {
+			anchor = pos[n]
+			continue
+		}
+		if add[line] > 0 {
+			add[line]--
+			after[anchor] = append(after[anchor], line)
+		}
+	}
+
+	out := make([]string, 0, len(kept)+len(knownLines))
+	out = append(out, after[-1]...)
+	for i, line := range kept {
+		out = append(out, line)
+		out = append(out, after[i]...)
 	}
 	if len(out) == 0 {
 		return ""
 	}
-	return strings.Join(out, "\n") + "\n"
+	s := strings.Join(out, "\n")
+	if strings.HasSuffix(cur, "\n") || (cur == "" && strings.HasSuffix(known, "\n")) {
+		s += "\n"
+	}
+	return s
 }
 
+// splitLines splits s into lines; a final newline ends the last line.
 func splitLines(s string) []string {
-	s = strings.TrimSuffix(s, "\n")
 	if s == "" {
 		return nil
 	}
-	return strings.Split(s, "\n")
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
 func counts(lines []string) map[string]int {

@@ -1,15 +1,20 @@
-// Package persona reads the persona files in CONFIG_DIR, assembles the
-// system prompt from them, bootstraps missing files, and protects memory.md
-// from concurrent rewrites.
+// Package persona reads the agent's persona from the markdown files in
+// CONFIG_DIR, assembles them into the system prompt, bootstraps missing files
+// (boot.md) and protects memory.md from concurrent agent runs.
 //
-// Files are read fresh on every call: an edit takes effect on the next event
-// without a restart (R13.5, R14.4, R16.4). Load and Assemble are safe for
-// concurrent use; a MemoryGuard serializes its own work.
+// Load reads the files fresh on every call: there is no cache, so an edit on
+// disk reaches the next event (R13.5, R14.4, R15.4, R16.4) and a restart needs
+// no other state (R21.3). Assemble, SectionNames, Hashes, Changes and
+// ParseBoot are pure functions. Load and Bootstrap touch only CONFIG_DIR and
+// may be called concurrently; a MemoryGuard is safe for concurrent use.
+//
+// Decision: agents.md is included whole, its "## Cron Jobs", "## Hooks" and
+// "## Webhooks" sections too (they tell the agent what scheduled work exists);
+// a later change may strip them from the prompt.
 package persona
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,78 +25,115 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
-
-	"github.com/agentgateway/gateway/internal/atomicfile"
 )
 
-// MemoryFile is the agent-writable long-term memory.
-const MemoryFile = "memory.md"
+// File names inside CONFIG_DIR.
+const (
+	SoulFile      = "soul.md"
+	IdentityFile  = "identity.md"
+	AgentsFile    = "agents.md"
+	UserFile      = "user.md"
+	MemoryFile    = "memory.md"
+	ToolsFile     = "tools.md"
+	BootFile      = "boot.md"
+	HeartbeatFile = "heartbeat.md"
+)
 
-// MaxFileSize bounds what one persona file contributes to the prompt, so a
-// runaway memory.md cannot blow up every request.
+// MaxFileSize is the most Load reads of one persona file. The rest is cut
+// off with a note, so a runaway memory.md cannot blow up the prompt.
 const MaxFileSize = 256 << 10
 
-// Section is one part of the system prompt and the file it comes from.
+// MemoryHeader is the content memory.md is created with (R15.5).
+const MemoryHeader = "# Memory\n"
+
+// filePerm is the mode of files the gateway creates in CONFIG_DIR: they hold
+// personal context, so only the owner reads them.
+const filePerm = 0o600
+
+// Section is one labelled part of the system prompt and the file it comes from.
 type Section struct {
-	Name string
-	File string
+	Name string // the heading in the prompt: "## <Name>"
+	File string // the file in CONFIG_DIR
 }
 
-// Sections in prompt order (DESIGN decision 10, R22.2).
+// Sections lists the prompt sections in prompt order (DESIGN decision 10,
+// R22.2). Callers must not modify it.
 var Sections = []Section{
-	{"Identity", "identity.md"},
-	{"Personality", "soul.md"},
-	{"Operating Rules", "agents.md"},
-	{"User Context", "user.md"},
-	{"Long-Term Memory", MemoryFile},
-	{"Tool Configuration", "tools.md"},
+	{Name: "Identity", File: IdentityFile},
+	{Name: "Personality", File: SoulFile},
+	{Name: "Operating Rules", File: AgentsFile},
+	{Name: "User Context", File: UserFile},
+	{Name: "Long-Term Memory", File: MemoryFile},
+	{Name: "Tool Configuration", File: ToolsFile},
 }
 
-// Files holds the content of each present section file, by section name.
-// A missing or unreadable file has no entry.
+// Files holds the persona files as read, keyed by section name ("Identity").
+// A missing or unreadable file has no entry; an empty one has an empty entry
+// and, like a whitespace-only one, yields no section.
 type Files map[string]string
 
-// Load reads the six files from dir. A missing memory.md is created with a
-// "# Memory" header (R15.5); other missing or unreadable files are logged
-// and left out. Load fails only if dir itself cannot be used.
-func Load(dir string, log zerolog.Logger) (Files, error) {
-	files := Files{}
+// Names returns the names of the sections Assemble includes for f, in prompt
+// order.
+func (f Files) Names() []string {
+	var names []string
 	for _, s := range Sections {
+		if body(f[s.Name]) != "" {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// Load reads the six section files from dir. A missing file is logged as a
+// warning and has no entry, except memory.md, which is created with
+// MemoryHeader (R15.5). A file that cannot be read (permissions, a directory)
+// is logged and left out. Invalid UTF-8 is repaired and a byte order mark
+// dropped; a file larger than MaxFileSize is cut off with a note. Load fails
+// only when dir itself is not a readable directory.
+func Load(dir string, log zerolog.Logger) (Files, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("config dir %s: not a directory", dir)
+	}
+	files := make(Files, len(Sections))
+	for _, s := range Sections {
+		log := log.With().Str("file", s.File).Logger()
 		path := filepath.Join(dir, s.File)
-		content, err := readLimited(path, log)
+		content, err := readFile(path, log)
 		if errors.Is(err, fs.ErrNotExist) && s.File == MemoryFile {
-			if err := createMemory(path); err != nil {
-				return nil, err
+			if _, err := createFile(path, []byte(MemoryHeader), filePerm); err != nil {
+				log.Error().Err(err).Msg("memory.md is missing and could not be created: section omitted")
+				continue
 			}
-			log.Info().Str("file", s.File).Msg("created memory.md")
-			content, err = "# Memory\n", nil
+			log.Info().Msg("created memory.md")
+			content, err = readFile(path, log)
 		}
 		switch {
+		case err == nil:
+			files[s.Name] = content
 		case errors.Is(err, fs.ErrNotExist):
-			log.Warn().Str("file", s.File).Str("section", s.Name).Msg("persona file missing: section left out")
-			continue
-		case err != nil:
-			log.Error().Err(err).Str("file", s.File).Msg("persona file unreadable: section left out")
-			continue
+			log.Warn().Str("section", s.Name).Msg("persona file missing: section omitted")
+		default:
+			log.Error().Err(err).Str("section", s.Name).Msg("persona file unreadable: section omitted")
 		}
-		files[s.Name] = content
 	}
 	return files, nil
 }
 
-func createMemory(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create config dir: %w", err)
+// readFile reads one persona file: at most MaxFileSize bytes, without a byte
+// order mark, as valid UTF-8. It refuses anything but a regular file (so a
+// FIFO cannot block it) and logs what it had to repair.
+func readFile(path string, log zerolog.Logger) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
 	}
-	if err := atomicfile.Write(path, []byte("# Memory\n"), 0o644); err != nil {
-		return fmt.Errorf("create memory.md: %w", err)
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file (%s)", filepath.Base(path), fi.Mode().Type())
 	}
-	return nil
-}
-
-// readLimited reads a persona file as valid UTF-8 without a BOM, cut at
-// MaxFileSize.
-func readLimited(path string, log zerolog.Logger) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -99,32 +141,42 @@ func readLimited(path string, log zerolog.Logger) (string, error) {
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", filepath.Base(path), err)
+		return "", err
 	}
-	if len(data) > MaxFileSize {
-		log.Warn().Str("file", filepath.Base(path)).Int("limit_bytes", MaxFileSize).Msg("persona file too large: only its start is used")
-		data = data[:MaxFileSize]
-		for len(data) > 0 && !utf8.Valid(data[len(data)-min(len(data), 3):]) && !utf8.RuneStart(data[len(data)-1]) {
-			data = data[:len(data)-1]
-		}
+	truncated := len(data) > MaxFileSize
+	if truncated {
+		data = cut(data, MaxFileSize)
 	}
-	s := strings.TrimPrefix(string(data), "\uFEFF")
+	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
+	s := string(data)
 	if !utf8.ValidString(s) {
-		log.Warn().Str("file", filepath.Base(path)).Msg("persona file is not valid UTF-8: bad bytes replaced")
+		log.Warn().Msg("persona file is not valid UTF-8: bad bytes replaced with U+FFFD")
 		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if truncated {
+		log.Warn().Int("limit_bytes", MaxFileSize).Int64("size_bytes", fi.Size()).
+			Msg("persona file too large: the prompt gets only its beginning")
+		s = strings.TrimRight(s, "\n") + fmt.Sprintf(
+			"\n\n[gateway: the rest of %s was cut off here because the file is larger than %d KiB; read the file itself to see all of it]\n",
+			filepath.Base(path), MaxFileSize>>10)
 	}
 	return s, nil
 }
 
-// Hashes returns a hash of each present section, by name.
-func (f Files) Hashes() map[string]string {
-	out := make(map[string]string, len(f))
-	for name, content := range f {
-		if strings.TrimSpace(content) == "" {
-			continue
-		}
-		sum := sha256.Sum256([]byte(content))
-		out[name] = hex.EncodeToString(sum[:12])
+// cut shortens data to at most n bytes, at the last line break if there is
+// one, else at a rune boundary.
+func cut(data []byte, n int) []byte {
+	data = data[:n]
+	if i := bytes.LastIndexByte(data, '\n'); i > 0 {
+		return data[:i+1]
 	}
-	return out
+	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(data[i]) {
+			if !utf8.FullRune(data[i:]) {
+				return data[:i]
+			}
+			break
+		}
+	}
+	return data
 }
