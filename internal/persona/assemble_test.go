@@ -175,6 +175,7 @@ func checkPrompt(t *testing.T, f Files, prompt string) {
 
 // Properties 19, 20 and 21 over random personas.
 func TestAssembleProperties(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(19, 21))
 	for i := 0; i < 5000; i++ {
 		f := randomFiles(rng)
@@ -300,6 +301,7 @@ func TestChanges(t *testing.T) {
 // A session that takes each note's sections as updates always ends up with
 // the current persona.
 func TestChangesProperty(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i := 0; i < 2000; i++ {
 		before, after := randomFiles(rng), randomFiles(rng)

@@ -223,6 +223,7 @@ func FuzzParseBoot(f *testing.F) {
 // Bootstrap every listed file exists, the missing ones with their default
 // content, the others untouched; a second run creates nothing.
 func TestBootstrapProperty(t *testing.T) {
+	t.Parallel()
 	pool := []string{"soul.md", "identity.md", "agents.md", "user.md", "memory.md", "tools.md", "heartbeat.md", "notes.md", "ünï-x.md"}
 	rng := rand.New(rand.NewPCG(27, 27))
 	for i := 0; i < 200; i++ {

@@ -217,8 +217,9 @@ func TestMemoryGuardKeepsMode(t *testing.T) {
 // every fact is there once, every deleted line is gone and every other
 // original line is still there.
 func TestMemoryGuardProperty(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(4, 4))
-	for iter := 0; iter < 500; iter++ {
+	for iter := 0; iter < 300; iter++ {
 		var original []string
 		for i := rng.IntN(6); i >= 0; i-- {
 			original = append(original, fmt.Sprintf("- original %d", i))

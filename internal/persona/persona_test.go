@@ -227,6 +227,7 @@ func TestLoadReadsFresh(t *testing.T) {
 // CONFIG_DIR and loading it ("after a restart") assembles the same prompt as
 // the persona itself, and so does every later load.
 func TestRestartReconstructsPrompt(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(28, 28))
 	for i := 0; i < 300; i++ {
 		f := randomFiles(rng)
