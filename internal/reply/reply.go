@@ -320,48 +320,44 @@ func (s *splitter) next() (piece, bool) {
 const maxBack = 64
 
 // cut returns where to split the current line so that text[s.pos:c] holds
-// at most limit code points; the line must hold more than that. It prefers
-// the last breaking whitespace that leaves some ink before it, then a
-// boundary near the limit that neither splits a grapheme nor leaves a
-// fence-like start for the next message, then any grapheme boundary near
+// at most limit code points; the rest of the line must hold more than that.
+// It prefers the last breaking whitespace that leaves some ink before it,
+// then a boundary near the limit that neither splits a grapheme nor leaves
+// a fence-like start for the next message, then any grapheme boundary near
 // the limit, then the limit itself.
 func (s *splitter) cut(limit int) int {
-	line := s.text[:s.le]
-	h, ink := s.pos, -1
-	for i := 0; i < limit; i++ {
-		r, w := utf8.DecodeRuneInString(line[h:])
+	seg := s.text[s.pos:s.le]
+	h, ink := 0, -1
+	for range limit {
+		r, w := utf8.DecodeRuneInString(seg[h:])
 		if ink < 0 && !unicode.IsSpace(r) {
 			ink = h
 		}
 		h += w
 	}
-	lo := s.pos
-	if ink >= 0 {
-		lo = ink
-	}
 	good, safe := -1, -1
-	for c, back := h, 0; c > lo; back++ {
-		r, w := utf8.DecodeLastRuneInString(line[:c])
-		if back < maxBack && (safe < 0 || good < 0) && boundarySafe(line, c) {
+	for c, back := h, 0; c > max(ink, 0); back++ {
+		r, w := utf8.DecodeLastRuneInString(seg[:c])
+		if back < maxBack && (safe < 0 || good < 0) && boundarySafe(seg, c) {
 			if safe < 0 {
 				safe = c
 			}
-			if good < 0 && !fenceLike(line[c:]) {
+			if good < 0 && !fenceLike(seg[c:]) {
 				good = c
 			}
 		}
-		if isBreakSpace(r) && boundarySafe(line, c) && !fenceLike(line[c:]) {
-			return c
+		if isBreakSpace(r) && boundarySafe(seg, c) && !fenceLike(seg[c:]) {
+			return s.pos + c
 		}
 		c -= w
 	}
 	switch {
 	case good >= 0:
-		return good
+		return s.pos + good
 	case safe >= 0:
-		return safe
+		return s.pos + safe
 	}
-	return h
+	return s.pos + h
 }
 
 // fenceLike reports whether s, as the start of a line, could be read as a
@@ -392,6 +388,8 @@ const zwj = 0x200D // zero-width joiner, which glues emoji together
 // keeps graphemes whole, as far as cheap checks tell: it does not cut
 // before a combining mark, variation selector, emoji modifier or tag, next
 // to a zero-width joiner, or inside a pair of regional indicators (a flag).
+// Flags pair up from the start of s, which cut makes the start of the
+// message, so the count stays within one message.
 func boundarySafe(s string, c int) bool {
 	r, _ := utf8.DecodeRuneInString(s[c:])
 	q, w := utf8.DecodeLastRuneInString(s[:c])

@@ -230,15 +230,15 @@ func TestSplitProperties(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(9, 2000))
 	for i := range n {
-		max := 20 + r.IntN(1981)
-		text := genText(r, 4*max, true)
-		if i%2 == 0 && max >= 200 {
+		limit := 20 + r.IntN(1981)
+		text := genText(r, 4*limit, true)
+		if i%2 == 0 && limit >= 200 {
 			// Short lines only: no split falls inside a line, so
 			// checkSplit also compares how each line reads.
-			text = genText(r, max/8-2, false)
+			text = genText(r, limit/8-2, false)
 		}
-		if !checkSplit(t, text, max) {
-			t.Fatalf("case %d failed: max %d, text %q", i, max, text)
+		if !checkSplit(t, text, limit) {
+			t.Fatalf("case %d failed: limit %d, text %q", i, limit, text)
 		}
 	}
 }
@@ -276,9 +276,9 @@ func benchText() string {
 	return b.String()
 }
 
-// checkSplit checks every property Split promises for text and max and
+// checkSplit checks every property Split promises for text and limit and
 // reports whether they all held.
-func checkSplit(t *testing.T, text string, max int) bool {
+func checkSplit(t *testing.T, text string, limit int) bool {
 	t.Helper()
 	ok := true
 	errorf := func(format string, args ...any) {
@@ -286,7 +286,7 @@ func checkSplit(t *testing.T, text string, max int) bool {
 		t.Errorf(format, args...)
 		ok = false
 	}
-	got := Split(text, max)
+	got := Split(text, limit)
 
 	if strings.TrimSpace(text) == "" {
 		if got != nil {
@@ -294,7 +294,7 @@ func checkSplit(t *testing.T, text string, max int) bool {
 		}
 		return ok
 	}
-	if utf8.RuneCountInString(text) <= max {
+	if utf8.RuneCountInString(text) <= limit {
 		if diff := cmp.Diff([]string{text}, got); diff != "" {
 			errorf("text within the limit changed (-want +got):\n%s", diff)
 		}
@@ -304,8 +304,8 @@ func checkSplit(t *testing.T, text string, max int) bool {
 	// (a) Every message fits, is valid UTF-8 if the text is, and is not
 	// blank.
 	for i, m := range got {
-		if n := utf8.RuneCountInString(m); n > max {
-			errorf("message %d has %d code points, max %d", i, n, max)
+		if n := utf8.RuneCountInString(m); n > limit {
+			errorf("message %d has %d code points, limit %d", i, n, limit)
 		}
 		if utf8.ValidString(text) && !utf8.ValidString(m) {
 			errorf("message %d is not valid UTF-8: %q", i, m)
@@ -319,7 +319,7 @@ func checkSplit(t *testing.T, text string, max int) bool {
 	// rebuilds the text: a "\n" at each split on a line break, and the
 	// whitespace of each blank piece.
 	var pieces []piece
-	for s := newSplitter(text, max); ; {
+	for s := newSplitter(text, limit); ; {
 		p, more := s.next()
 		if !more {
 			break
@@ -384,7 +384,7 @@ func checkSplit(t *testing.T, text string, max int) bool {
 	// When no line is long enough to need splitting, every line of every
 	// message also reads as it does in the text: code stays code, fences
 	// stay fences, prose stays prose.
-	if ok && max >= 40 && longestLine(text) <= max/8 {
+	if ok && limit >= 40 && longestLine(text) <= limit/8 {
 		checkSameReading(t, text, pieces, got)
 	}
 	return ok
