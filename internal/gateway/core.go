@@ -46,10 +46,11 @@ type CoreOptions struct {
 // NewBackend builds the backend the config selects, with the environment
 // the CLI may see: the process environment plus the credentials read from
 // .env. backends.FilterEnv removes everything else, the Discord token first.
-func NewBackend(cfg *config.Config) (backends.Backend, error) {
+func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error) {
 	return backends.New(cfg.Backend, backends.Options{
 		Binary: cfg.AgentBinary,
 		Env:    append(os.Environ(), cfg.BackendEnv()...),
+		Log:    log.With().Str("component", "backend").Str("backend", cfg.Backend).Logger(),
 	})
 }
 
@@ -76,7 +77,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	backend := opts.Backend
 	if backend == nil {
 		var err error
-		if backend, err = NewBackend(cfg); err != nil {
+		if backend, err = NewBackend(cfg, log); err != nil {
 			return nil, err
 		}
 	}
