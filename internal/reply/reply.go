@@ -256,8 +256,15 @@ func (s *splitter) next() (piece, bool) {
 		if first {
 			sep = 0
 		}
-		nl := classify(seg, loc)
-		if n, ok := fit(seg, s.max-used-sep-closeLen(nl)); ok {
+		// Measure before classifying: both may scan all of seg, but fit
+		// stops at the room left, which keeps a huge line linear.
+		n, ok := fit(seg, s.max-used-sep)
+		var nl fence
+		if ok {
+			nl = classify(seg, loc)
+			ok = n <= s.max-used-sep-closeLen(nl)
+		}
+		if ok {
 			segInk := hasInk(seg)
 			switch {
 			case nl != loc:
@@ -287,7 +294,7 @@ func (s *splitter) next() (piece, bool) {
 			// Only fence lines so far and no room left.
 			break
 		}
-		if n, ok := fit(seg, budget); ok {
+		if n <= budget {
 			// seg fits but opens a fence that cannot be closed here.
 			budget = n - 1
 		}

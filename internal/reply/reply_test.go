@@ -261,6 +261,17 @@ func BenchmarkSplit(b *testing.B) {
 	}
 }
 
+// BenchmarkSplitLongFenceLine guards against quadratic time on a 1 MB line
+// of backticks, which looks like a fence at the start of every message.
+func BenchmarkSplitLongFenceLine(b *testing.B) {
+	text := strings.Repeat("`", 1<<20)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Split(text, DiscordLimit)
+	}
+}
+
 // benchText is a reply of about 10 KB: prose, lists and code blocks.
 func benchText() string {
 	var b strings.Builder
