@@ -22,7 +22,7 @@ test: ## unit, property and end-to-end tests (no network, no token)
 fuzz: ## run every fuzz target briefly (FUZZTIME=30s by default)
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} $$pkg || exit 1; \
+	    echo "== $$pkg $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} -fuzzminimizetime=1000x $$pkg || exit 1; \
 	  done; \
 	done
 
