@@ -38,6 +38,13 @@ type Observer interface {
 	Observe(e queue.Event, ev backends.Event)
 }
 
+// Announcer is an optional ability of a Replier: it is told when an event
+// starts to run, and the function it returns is called when the event is
+// finished (typing indicators, marks on waiting prompts).
+type Announcer interface {
+	Started(ctx context.Context, e queue.Event) (finished func())
+}
+
 // Hooks runs the agent_begin and agent_stop hooks inline around every
 // non-hook event (R19.3, R19.4). Implementations must not enqueue.
 type Hooks interface {
@@ -108,6 +115,9 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 	}
 	started := time.Now()
 	log.Info().Dur("waited", started.Sub(e.Time)).Msg("event started")
+	if a, ok := r.out.(Announcer); ok {
+		defer a.Started(ctx, e)()
+	}
 
 	inline := r.hooks != nil && e.Kind != queue.KindHook
 	if inline {

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentgateway/gateway/internal/gateway"
 )
 
 type runOptions struct {
@@ -26,9 +26,6 @@ func newRunCmd(io streams) *cobra.Command {
 	}
 }
 
-// errNoDiscord is returned while the Discord transport is absent.
-var errNoDiscord = errors.New("this build has no Discord transport; use `gateway chat` to talk to the agent")
-
 func runRun(ctx context.Context, opts runOptions) error {
 	cfg, err := loadConfig(opts.envFile, forRun)
 	if err != nil {
@@ -38,5 +35,5 @@ func runRun(ctx context.Context, opts runOptions) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn().Msg(w)
 	}
-	return fmt.Errorf("run: %w", errNoDiscord)
+	return gateway.Run(ctx, cfg, gateway.Options{}, log)
 }

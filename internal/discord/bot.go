@@ -1,0 +1,362 @@
+// Package discord connects the gateway to Discord through arikawa.
+//
+// Intake turns mentions, direct messages and the /claude slash command into
+// queue events, in Discord's order within a channel; the outbox delivers
+// replies (split, never pinging, retried without duplicates) and keeps the
+// typing indicator alive while a run is in progress. The runtime sees only
+// the agent.Replier interface; nothing outside this package knows arikawa.
+package discord
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/diamondburned/arikawa/v3/gateway"
+	"github.com/diamondburned/arikawa/v3/session"
+	"github.com/diamondburned/arikawa/v3/state"
+	"github.com/diamondburned/arikawa/v3/state/store"
+	"github.com/diamondburned/arikawa/v3/state/store/defaultstore"
+	"github.com/diamondburned/arikawa/v3/utils/handler"
+	"github.com/diamondburned/arikawa/v3/utils/httputil/httpdriver"
+	"github.com/diamondburned/arikawa/v3/utils/ws"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// DefaultGatewayURL is Discord's gateway, used when Options.GatewayURL is
+// empty.
+const DefaultGatewayURL = "wss://gateway.discord.gg"
+
+// Intents are what the bot subscribes to: guild metadata (channel and role
+// names), guild and direct messages with their content, and reactions.
+// Message Content is privileged: it must be enabled for the application in
+// the Developer Portal.
+const Intents = gateway.IntentGuilds |
+	gateway.IntentGuildMessages |
+	gateway.IntentDirectMessages |
+	gateway.IntentMessageContent |
+	gateway.IntentGuildMessageReactions |
+	gateway.IntentDirectMessageReactions
+
+// Options configures a Bot.
+type Options struct {
+	Token string
+	// APIBaseURL replaces https://discord.com/api/v9 (a REST proxy, a fake).
+	APIBaseURL string
+	// GatewayURL replaces Discord's gateway URL.
+	GatewayURL string
+	// Transport carries REST requests; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	Access    Access
+	// TypingInterval is how often the typing indicator is renewed; Discord
+	// shows it for about 10 s. Zero means 8 s.
+	TypingInterval time.Duration
+	// Delivery bounds retries of a reply that Discord refused with a 5xx or
+	// that failed on the network. Zero values mean 6 attempts starting at 1 s.
+	DeliveryAttempts int
+	DeliveryBackoff  time.Duration
+	// CatchUpTimeout bounds the history fetch after a reconnect that could
+	// not resume. Zero means 20 s.
+	CatchUpTimeout time.Duration
+	// FastReconnect drops arikawa's identify throttle and shortens its
+	// reconnect delay; only for tests against a local fake.
+	FastReconnect bool
+}
+
+// Intake is where accepted prompts go and where /claude-reset forgets a
+// channel's session.
+type Intake interface {
+	Enqueue(queue.Event) (queue.Receipt, error)
+}
+
+// SessionResetter forgets a channel's session binding.
+type SessionResetter interface {
+	Delete(key string) (bool, error)
+}
+
+// Bot is the Discord side of the gateway.
+type Bot struct {
+	opts  Options
+	state *state.State
+	log   zerolog.Logger
+	// noncePrefix makes message nonces unique across restarts (event ids
+	// start again at 1).
+	noncePrefix string
+
+	intake   Intake
+	sessions SessionResetter
+	// stopping is set when intake is closed for shutdown.
+	stopping atomic.Bool
+
+	// me is the bot's user and application, set at READY.
+	botID atomic.Uint64
+	appID atomic.Uint64
+
+	// mu guards the fields below and is held across Enqueue so that an
+	// event cannot start before its bookkeeping is in place.
+	mu sync.Mutex
+	// lastSeen is the newest message seen per channel: the resume point of
+	// the catch-up after a reconnect, and the duplicate filter.
+	lastSeen map[discord.ChannelID]seen
+	// marks are the "waiting" reactions of queued prompts, by event id.
+	marks map[uint64]*mark
+	// typing cancels each running event's typing loop, by event id.
+	typing map[uint64]context.CancelFunc
+	// interactions are the slash commands awaiting their answer, by the
+	// event's ReplyTo.
+	interactions map[string]*interaction
+	readies      int
+	registered   bool
+	// ctx lives as long as the connection; background work uses it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// seen is the newest message of a channel and the channel's guild.
+type seen struct {
+	message discord.MessageID
+	guild   discord.GuildID
+}
+
+// mark is the reaction placed on a prompt that waits in the queue.
+type mark struct {
+	channel discord.ChannelID
+	message discord.MessageID
+	// placed is closed when the reaction call has returned.
+	placed chan struct{}
+}
+
+// interaction is a deferred slash command.
+type interaction struct {
+	app     discord.AppID
+	token   string
+	channel discord.ChannelID
+	expires time.Time
+	// acked is closed once the deferral has been sent.
+	acked chan struct{}
+}
+
+// New builds a bot; Open connects it.
+func New(opts Options, log zerolog.Logger) (*Bot, error) {
+	if opts.Token == "" {
+		return nil, errors.New("no Discord bot token")
+	}
+	if opts.TypingInterval <= 0 {
+		opts.TypingInterval = 8 * time.Second
+	}
+	if opts.DeliveryAttempts <= 0 {
+		opts.DeliveryAttempts = 6
+	}
+	if opts.DeliveryBackoff <= 0 {
+		opts.DeliveryBackoff = time.Second
+	}
+	if opts.CatchUpTimeout <= 0 {
+		opts.CatchUpTimeout = 20 * time.Second
+	}
+	rt, err := newTransport(opts.Transport, opts.APIBaseURL)
+	if err != nil {
+		return nil, err
+	}
+	gatewayURL := opts.GatewayURL
+	if gatewayURL == "" {
+		gatewayURL = DefaultGatewayURL
+	}
+
+	// arikawa's convenience constructors read Discord's URLs from package
+	// globals; building the gateway and REST client by hand is what lets
+	// both point elsewhere.
+	id := gateway.DefaultIdentifier("Bot " + opts.Token)
+	id.AddIntents(Intents)
+	gwOpts := gateway.DefaultGatewayOpts
+	if opts.FastReconnect {
+		id.IdentifyShortLimit, id.IdentifyGlobalLimit = nil, nil
+		gwOpts.ReconnectDelay = func(int) time.Duration { return 50 * time.Millisecond }
+	}
+	gw := gateway.NewCustomWithIdentifier(gateway.AddGatewayParams(gatewayURL), id, &gwOpts)
+	sess := session.NewWithGateway(gw, handler.New())
+	sess.Client.Client.Client = httpdriver.WrapClient(http.Client{Transport: rt, Timeout: 30 * time.Second})
+	// The transport owns retries (see transport); arikawa must not repeat.
+	sess.Client.Client.Retries = 1
+
+	// Cache what names and threads need; not messages, presences or voice.
+	cab := defaultstore.New()
+	cab.MessageStore = store.Noop
+	cab.PresenceStore = store.Noop
+	cab.VoiceStateStore = store.Noop
+	cab.EmojiStore = store.Noop
+
+	var nonce [4]byte
+	rand.Read(nonce[:])
+	b := &Bot{
+		opts:         opts,
+		state:        state.NewFromSession(sess, cab),
+		log:          log,
+		noncePrefix:  hex.EncodeToString(nonce[:]),
+		lastSeen:     make(map[discord.ChannelID]seen),
+		marks:        make(map[uint64]*mark),
+		typing:       make(map[uint64]context.CancelFunc),
+		interactions: make(map[string]*interaction),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// Sync handlers run in the gateway's order; intake must not reorder.
+	b.state.AddSyncHandler(b.onReady)
+	b.state.AddSyncHandler(b.onResumed)
+	b.state.AddSyncHandler(b.onMessage)
+	b.state.AddSyncHandler(b.onInteraction)
+	b.state.AddHandler(func(ev *ws.BackgroundErrorEvent) {
+		b.log.Warn().Err(ev.Err).Msg("Discord connection trouble; reconnecting")
+	})
+	quietWebsocket.Do(func() {
+		// arikawa prints websocket errors with the standard logger; they
+		// are reported through BackgroundErrorEvent above as well.
+		ws.WSError = func(error) {}
+	})
+	return b, nil
+}
+
+var quietWebsocket sync.Once
+
+// FatalError is a gateway close that reconnecting cannot fix.
+type FatalError struct {
+	Code int
+	Err  error
+}
+
+func (e *FatalError) Error() string {
+	return fmt.Sprintf("Discord closed the connection (code %d): %s", e.Code, closeAdvice(e.Code))
+}
+
+func (e *FatalError) Unwrap() error { return e.Err }
+
+// closeAdvice explains Discord's fatal close codes in words an operator can
+// act on.
+func closeAdvice(code int) string {
+	switch code {
+	case 4004:
+		return "the bot token was rejected; copy it again from the Developer Portal (Bot > Reset Token) into DISCORD_BOT_TOKEN"
+	case 4010, 4011:
+		return "the bot needs sharding, which this gateway does not do yet"
+	case 4012:
+		return "the gateway API version is not supported"
+	case 4013:
+		return "the requested intents are invalid"
+	case 4014:
+		return "a privileged intent is not enabled; enable Message Content Intent in the Developer Portal (Bot > Privileged Gateway Intents)"
+	}
+	return "the connection cannot be resumed"
+}
+
+// fatal converts arikawa's error for a fatal close into a FatalError.
+func fatal(err error) error {
+	var ce *ws.CloseEvent
+	if errors.As(err, &ce) && gateway.DefaultGatewayOpts.ErrorIsFatalClose(err) {
+		return &FatalError{Code: ce.Code, Err: err}
+	}
+	return err
+}
+
+// Open connects to Discord and waits for READY, bounded by ctx. Prompts go
+// to intake; /claude-reset deletes bindings from sessions.
+func (b *Bot) Open(ctx context.Context, intake Intake, sessions SessionResetter) error {
+	b.intake, b.sessions = intake, sessions
+	if err := b.state.Open(ctx); err != nil {
+		b.state.Close()
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			if gerr := b.state.GatewayError(); gerr != nil {
+				err = gerr
+			}
+		}
+		return fmt.Errorf("connect to Discord: %w", fatal(err))
+	}
+	return nil
+}
+
+// Wait blocks until ctx ends (nil) or the connection fails for good.
+func (b *Bot) Wait(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- b.state.Wait(b.ctx) }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-done:
+		if err == nil || errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return fmt.Errorf("Discord connection lost: %w", fatal(err))
+	}
+}
+
+// StopIntake makes the bot turn new prompts away with a shutdown notice;
+// replies to accepted ones are still delivered.
+func (b *Bot) StopIntake() {
+	b.stopping.Store(true)
+}
+
+// Close disconnects from Discord and stops background work.
+func (b *Bot) Close() error {
+	b.cancel()
+	b.mu.Lock()
+	for id, stop := range b.typing {
+		stop()
+		delete(b.typing, id)
+	}
+	b.mu.Unlock()
+	return b.state.Close()
+}
+
+func (b *Bot) me() discord.UserID { return discord.UserID(b.botID.Load()) }
+
+func (b *Bot) onReady(r *gateway.ReadyEvent) {
+	b.botID.Store(uint64(r.User.ID))
+	b.appID.Store(uint64(r.Application.ID))
+	b.mu.Lock()
+	b.readies++
+	again := b.readies > 1
+	register := !b.registered
+	b.registered = true
+	b.mu.Unlock()
+
+	b.log.Info().Str("user", r.User.Username).Int("guilds", len(r.Guilds)).Msg("connected to Discord")
+	if register {
+		go b.registerCommands(r.Application.ID)
+	}
+	if again {
+		// A new session, not a resumed one: Discord will not replay what
+		// it sent while the bot was away.
+		b.catchUp()
+	}
+}
+
+func (b *Bot) onResumed(*gateway.ResumedEvent) {
+	b.log.Info().Msg("Discord connection resumed")
+}
+
+// nonce is a message nonce (at most 25 characters) unique to one chunk of
+// one event's reply in this process.
+func (b *Bot) nonce(event uint64, chunk int) string {
+	return fmt.Sprintf("%s%d.%d", b.noncePrefix, event, chunk)
+}
+
+// noticeNonce is the nonce of a gateway notice answering a message.
+func (b *Bot) noticeNonce(message discord.MessageID) string {
+	return fmt.Sprintf("%sn%d", b.noncePrefix, uint64(message)%1e15)
+}
+
+func displayName(u discord.User, m *discord.Member) string {
+	if m != nil && m.Nick != "" {
+		return m.Nick
+	}
+	if u.DisplayName != "" {
+		return u.DisplayName
+	}
+	return u.Username
+}

@@ -1,0 +1,365 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/diamondburned/arikawa/v3/api"
+	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/diamondburned/arikawa/v3/gateway"
+	"github.com/diamondburned/arikawa/v3/utils/json/option"
+
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// Source is the queue.Event Source of Discord events.
+const Source = "discord"
+
+// Reactions and notices shown to users.
+const (
+	waitingEmoji   = "⏳"
+	emptyPrompt    = "Mention me with a question, or use /claude."
+	notAllowed     = "You are not allowed to use this bot here."
+	shuttingDown   = "The gateway is shutting down and did not take this message. Please send it again in a minute."
+	resetNotice    = "Started a new conversation: the next prompt in this channel begins a fresh session."
+	resetNothing   = "There was no conversation to reset in this channel; the next prompt begins a fresh session."
+	resetFailed    = "Could not reset the conversation: the session file could not be written. Check the gateway's log."
+	interactionTTL = 14 * time.Minute
+)
+
+// Slash command names.
+const (
+	commandPrompt = "claude"
+	commandReset  = "claude-reset"
+)
+
+func busyNotice(depth int) string {
+	return fmt.Sprintf("I'm busy: %d prompts are already waiting. Please try again in a minute.", depth)
+}
+
+// accepts reports whether a message is a prompt for the bot: not from a bot
+// (itself included) or a webhook, a user's ordinary message, and either in
+// a direct message or mentioning the bot (property 5).
+func accepts(m discord.Message, botID discord.UserID) bool {
+	if m.Author.Bot || m.WebhookID.IsValid() || m.Author.ID == botID {
+		return false
+	}
+	if m.Type != discord.DefaultMessage && m.Type != discord.InlinedReplyMessage {
+		return false
+	}
+	if !m.GuildID.IsValid() {
+		return true
+	}
+	if Mentions(m.Content, botID.String()) {
+		return true
+	}
+	return slices.ContainsFunc(m.Mentions, func(u discord.GuildUser) bool { return u.ID == botID })
+}
+
+func (b *Bot) onMessage(ev *gateway.MessageCreateEvent) {
+	b.handleMessage(ev.Message, ev.Member)
+}
+
+// handleMessage is the intake of one message, live or fetched after a
+// reconnect. Each message is taken at most once: ids grow within a channel,
+// so anything at or below the newest id seen there is a duplicate.
+func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
+	b.mu.Lock()
+	if m.ID <= b.lastSeen[m.ChannelID].message {
+		b.mu.Unlock()
+		return
+	}
+	b.lastSeen[m.ChannelID] = seen{message: m.ID, guild: m.GuildID}
+	b.mu.Unlock()
+
+	botID := b.me()
+	if !accepts(m, botID) {
+		return
+	}
+	log := b.log.With().Str("channel", m.ChannelID.String()).Str("message", m.ID.String()).Logger()
+	if !b.allowed(m.Author.ID, m.ChannelID, m.GuildID) {
+		log.Info().Str("user", m.Author.ID.String()).Msg("prompt refused by the allowlists")
+		return
+	}
+	prompt := Prompt(m.Content, botID.String(), b.names(m))
+	if prompt == "" {
+		go b.notice(m.ChannelID, m.ID, emptyPrompt)
+		return
+	}
+	if b.stopping.Load() {
+		go b.notice(m.ChannelID, m.ID, shuttingDown)
+		return
+	}
+	e := queue.Event{
+		Kind:      queue.KindMessage,
+		Source:    Source,
+		ChannelID: m.ChannelID.String(),
+		Text:      prompt,
+		UserID:    m.Author.ID.String(),
+		ReplyTo:   m.ID.String(),
+	}
+	if m.GuildID.IsValid() {
+		e.GuildID = m.GuildID.String()
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rcpt, err := b.intake.Enqueue(e)
+	if err != nil {
+		go b.refuse(m.ChannelID, m.ID, err)
+		return
+	}
+	log.Info().Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Msg("prompt accepted")
+	if rcpt.Waiting {
+		mk := &mark{channel: m.ChannelID, message: m.ID, placed: make(chan struct{})}
+		b.marks[rcpt.Event.ID] = mk
+		go func() {
+			defer close(mk.placed)
+			if err := b.client(b.ctx).React(mk.channel, mk.message, waitingEmoji); err != nil {
+				log.Warn().Err(err).Msg("could not mark the prompt as waiting")
+			}
+		}()
+	}
+}
+
+// refuse answers a prompt the queue did not take.
+func (b *Bot) refuse(channel discord.ChannelID, message discord.MessageID, err error) {
+	var full *queue.FullError
+	switch {
+	case errors.As(err, &full):
+		b.notice(channel, message, busyNotice(full.Depth))
+	case errors.Is(err, queue.ErrClosed):
+		b.notice(channel, message, shuttingDown)
+	default:
+		b.log.Error().Err(err).Str("channel", channel.String()).Msg("prompt not queued")
+	}
+}
+
+// notice sends a short gateway message in reply to a prompt.
+func (b *Bot) notice(channel discord.ChannelID, message discord.MessageID, text string) {
+	if err := b.send(b.ctx, channel, message, text, b.noticeNonce(message)); err != nil {
+		b.log.Warn().Err(err).Str("channel", channel.String()).Int("length", len(text)).Msg("notice not delivered")
+	}
+}
+
+// allowed applies the allowlists, looking up a thread's parent channel.
+func (b *Bot) allowed(user discord.UserID, channel discord.ChannelID, guild discord.GuildID) bool {
+	if !b.opts.Access.Restricted() {
+		return true
+	}
+	var parent string
+	if guild.IsValid() {
+		if ch, err := b.state.Channel(channel); err == nil && ch.ParentID.IsValid() && isThread(ch.Type) {
+			parent = ch.ParentID.String()
+		}
+	}
+	g := ""
+	if guild.IsValid() {
+		g = guild.String()
+	}
+	return b.opts.Access.Allows(user.String(), channel.String(), parent, g)
+}
+
+func isThread(t discord.ChannelType) bool {
+	return t == discord.GuildPublicThread || t == discord.GuildPrivateThread || t == discord.GuildAnnouncementThread
+}
+
+// names resolves the mentions in a message from the message itself and
+// the cache of guild roles and channels.
+func (b *Bot) names(m discord.Message) Names {
+	n := Names{Users: map[string]string{}, Roles: map[string]string{}, Channels: map[string]string{}}
+	for _, u := range m.Mentions {
+		n.Users[u.ID.String()] = displayName(u.User, u.Member)
+	}
+	if !m.GuildID.IsValid() {
+		return n
+	}
+	for _, id := range m.MentionRoleIDs {
+		if r, err := b.state.Cabinet.Role(m.GuildID, id); err == nil {
+			n.Roles[id.String()] = r.Name
+		}
+	}
+	for _, sub := range mentionPattern.FindAllStringSubmatch(m.Content, -1) {
+		if sub[1] != "#" {
+			continue
+		}
+		if id, err := discord.ParseSnowflake(sub[2]); err == nil {
+			if ch, err := b.state.Cabinet.Channel(discord.ChannelID(id)); err == nil {
+				n.Channels[sub[2]] = ch.Name
+			}
+		}
+	}
+	return n
+}
+
+// catchUp runs after a reconnect that could not resume: it fetches, in
+// every channel the bot has seen a message in, what was posted since, and
+// takes the prompts among them. It runs on the event loop, so live events
+// wait and keep their order behind the fetched ones.
+func (b *Bot) catchUp() {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CatchUpTimeout)
+	defer cancel()
+	b.mu.Lock()
+	since := make(map[discord.ChannelID]seen, len(b.lastSeen))
+	for ch, s := range b.lastSeen {
+		since[ch] = s
+	}
+	b.mu.Unlock()
+
+	c := b.client(ctx)
+	total := 0
+	for ch, after := range since {
+		msgs, err := c.MessagesAfter(ch, after.message, 500)
+		if err != nil {
+			b.log.Warn().Err(err).Str("channel", ch.String()).Msg("could not fetch the messages missed while disconnected")
+			continue
+		}
+		// MessagesAfter returns newest first.
+		slices.Reverse(msgs)
+		for _, m := range msgs {
+			// History carries no guild id; without it a guild message
+			// would pass for a direct message.
+			m.ChannelID, m.GuildID = ch, after.guild
+			b.handleMessage(m, nil)
+		}
+		total += len(msgs)
+	}
+	b.log.Info().Int("channels", len(since)).Int("messages", total).Msg("caught up after reconnecting")
+}
+
+// registerCommands installs /claude and /claude-reset for the application.
+func (b *Bot) registerCommands(app discord.AppID) {
+	cmds := []api.CreateCommandData{
+		{
+			Name:        commandPrompt,
+			Description: "Ask the agent",
+			Options: discord.CommandOptions{
+				&discord.StringOption{OptionName: "prompt", Description: "What to ask", Required: true},
+			},
+		},
+		{
+			Name:        commandReset,
+			Description: "Forget this channel's conversation; the next prompt starts a new session",
+		},
+	}
+	if _, err := b.client(b.ctx).BulkOverwriteCommands(app, cmds); err != nil {
+		b.log.Error().Err(err).Msg("could not register the slash commands; mentions still work")
+		return
+	}
+	b.log.Info().Strs("commands", []string{"/" + commandPrompt, "/" + commandReset}).Msg("slash commands registered")
+}
+
+func (b *Bot) onInteraction(ev *gateway.InteractionCreateEvent) {
+	cmd, ok := ev.Data.(*discord.CommandInteraction)
+	if !ok {
+		return
+	}
+	user := ev.Sender()
+	if user == nil || user.Bot {
+		return
+	}
+	log := b.log.With().Str("channel", ev.ChannelID.String()).Str("command", cmd.Name).Logger()
+	if !b.allowed(user.ID, ev.ChannelID, ev.GuildID) {
+		log.Info().Str("user", user.ID.String()).Msg("slash command refused by the allowlists")
+		go b.respond(ev, notAllowed, true)
+		return
+	}
+	switch cmd.Name {
+	case commandReset:
+		go b.reset(ev)
+	case commandPrompt:
+		b.slashPrompt(ev, cmd, user.ID)
+	}
+}
+
+func (b *Bot) reset(ev *gateway.InteractionCreateEvent) {
+	removed, err := b.sessions.Delete(ev.ChannelID.String())
+	switch {
+	case err != nil:
+		b.log.Error().Err(err).Str("channel", ev.ChannelID.String()).Msg("session reset failed")
+		b.respond(ev, resetFailed, true)
+	case removed:
+		b.log.Info().Str("channel", ev.ChannelID.String()).Msg("session reset")
+		b.respond(ev, resetNotice, false)
+	default:
+		b.respond(ev, resetNothing, false)
+	}
+}
+
+// slashPrompt takes a /claude command: the prompt is exactly the option's
+// value (property 4). The event is queued first, to keep the channel's
+// order, and deferred at once, within Discord's 3 s window; the reply
+// waits for the deferral before it edits the response.
+func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.CommandInteraction, user discord.UserID) {
+	prompt := cmd.Options.Find("prompt").String()
+	if prompt == "" {
+		go b.respond(ev, emptyPrompt, true)
+		return
+	}
+	if b.stopping.Load() {
+		go b.respond(ev, shuttingDown, true)
+		return
+	}
+	in := &interaction{
+		app: ev.AppID, token: ev.Token, channel: ev.ChannelID,
+		expires: time.Now().Add(interactionTTL), acked: make(chan struct{}),
+	}
+	key := "interaction:" + ev.ID.String()
+	e := queue.Event{
+		Kind:      queue.KindMessage,
+		Source:    Source,
+		ChannelID: ev.ChannelID.String(),
+		Text:      prompt,
+		UserID:    user.String(),
+		ReplyTo:   key,
+	}
+	if ev.GuildID.IsValid() {
+		e.GuildID = ev.GuildID.String()
+	}
+	b.mu.Lock()
+	rcpt, err := b.intake.Enqueue(e)
+	if err == nil {
+		b.interactions[key] = in
+	}
+	b.mu.Unlock()
+	if err != nil {
+		var full *queue.FullError
+		text := shuttingDown
+		if errors.As(err, &full) {
+			text = busyNotice(full.Depth)
+		}
+		go b.respond(ev, text, true)
+		return
+	}
+	b.log.Info().Str("channel", ev.ChannelID.String()).Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Msg("slash prompt accepted")
+	go func() {
+		defer close(in.acked)
+		err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, api.InteractionResponse{
+			Type: api.DeferredMessageInteractionWithSource,
+		})
+		if err != nil {
+			b.log.Warn().Err(err).Str("channel", ev.ChannelID.String()).Msg("could not acknowledge the slash command")
+		}
+	}()
+}
+
+// respond answers an interaction at once with a short message.
+func (b *Bot) respond(ev *gateway.InteractionCreateEvent, text string, ephemeral bool) {
+	data := &api.InteractionResponseData{
+		Content:         option.NewNullableString(text),
+		AllowedMentions: &api.AllowedMentions{Parse: []api.AllowedMentionType{}},
+	}
+	if ephemeral {
+		data.Flags = discord.EphemeralMessage
+	}
+	err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, api.InteractionResponse{
+		Type: api.MessageInteractionWithSource,
+		Data: data,
+	})
+	if err != nil {
+		b.log.Warn().Err(err).Str("channel", ev.ChannelID.String()).Int("length", len(text)).Msg("interaction response not delivered")
+	}
+}

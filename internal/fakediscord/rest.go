@@ -1,0 +1,308 @@
+package fakediscord
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+)
+
+// maxContent is Discord's message length limit, in characters.
+const maxContent = 2000
+
+func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, "/api/v9")
+	path = "/" + strings.TrimLeft(path, "/")
+	body, _ := io.ReadAll(r.Body)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Body: body, Time: time.Now()}
+	status, out, hdr := s.routeLocked(r, path, body)
+	rec.Status = status
+	s.requests = append(s.requests, rec)
+	s.notifyLocked()
+
+	for k, v := range hdr {
+		w.Header()[k] = v
+	}
+	if out == nil {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(out)
+}
+
+type apiError struct {
+	Message    string  `json:"message"`
+	Code       int     `json:"code"`
+	RetryAfter float64 `json:"retry_after,omitempty"`
+	Global     bool    `json:"global,omitempty"`
+}
+
+// routeLocked serves one REST call: faults first, then the endpoint.
+func (s *Server) routeLocked(r *http.Request, path string, body []byte) (int, any, http.Header) {
+	fault := s.faultLocked(r.Method, path)
+	if fault != nil && !fault.Apply {
+		return faultAnswer(fault)
+	}
+	status, out := s.endpointLocked(r, path, body)
+	if fault != nil {
+		return faultAnswer(fault)
+	}
+	return status, out, nil
+}
+
+func (s *Server) faultLocked(method, path string) *Fault {
+	for i, f := range s.faults {
+		if f.Method == method && strings.HasPrefix(path, f.Path) {
+			f.Times--
+			if f.Times <= 0 {
+				s.faults = append(s.faults[:i], s.faults[i+1:]...)
+			}
+			return f
+		}
+	}
+	return nil
+}
+
+func faultAnswer(f *Fault) (int, any, http.Header) {
+	h := http.Header{}
+	e := apiError{Message: http.StatusText(f.Status)}
+	if f.Status == http.StatusTooManyRequests {
+		e.Message = "You are being rate limited."
+		if f.RetryAfter != "" {
+			h.Set("Retry-After", f.RetryAfter)
+			e.RetryAfter, _ = strconv.ParseFloat(f.RetryAfter, 64)
+		}
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Scope", "user")
+	}
+	return f.Status, e, h
+}
+
+func (s *Server) endpointLocked(r *http.Request, path string, body []byte) (int, any) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	authed := r.Header.Get("Authorization") == "Bot "+s.Token
+	public := parts[0] == "interactions" || parts[0] == "webhooks"
+	if !authed && !public {
+		return http.StatusUnauthorized, apiError{Message: "401: Unauthorized", Code: 0}
+	}
+	switch {
+	case r.Method == "GET" && path == "/gateway/bot":
+		return 200, map[string]any{
+			"url": strings.TrimSuffix(s.GatewayURL(), "/gateway") + "/gateway", "shards": 1,
+			"session_start_limit": map[string]any{"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1},
+		}
+	case r.Method == "GET" && path == "/gateway":
+		return 200, map[string]any{"url": s.GatewayURL()}
+	case r.Method == "GET" && path == "/users/@me":
+		return 200, s.Bot
+	case r.Method == "GET" && path == "/oauth2/applications/@me":
+		return 200, map[string]any{"id": s.App.String(), "name": BotUsername}
+	case len(parts) >= 2 && parts[0] == "channels":
+		return s.channelEndpointLocked(r.Method, parts[1:], r.URL.Query(), body)
+	case r.Method == "PUT" && len(parts) == 3 && parts[0] == "applications" && parts[2] == "commands":
+		return s.putCommandsLocked(body)
+	case r.Method == "POST" && len(parts) == 4 && parts[0] == "interactions" && parts[3] == "callback":
+		return s.callbackLocked(parts[1], parts[2], body)
+	case len(parts) >= 3 && parts[0] == "webhooks":
+		return s.webhookLocked(r.Method, parts[2], parts[3:], body)
+	}
+	return http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0}
+}
+
+func (s *Server) channelEndpointLocked(method string, parts []string, q map[string][]string, body []byte) (int, any) {
+	id, err := discord.ParseSnowflake(parts[0])
+	c, ok := s.channels[discord.ChannelID(id)]
+	if err != nil || !ok {
+		return http.StatusNotFound, apiError{Message: "Unknown Channel", Code: 10003}
+	}
+	rest := parts[1:]
+	switch {
+	case method == "GET" && len(rest) == 0:
+		return 200, s.channelJSON(c.Channel)
+	case method == "POST" && len(rest) == 1 && rest[0] == "typing":
+		return http.StatusNoContent, nil
+	case method == "POST" && len(rest) == 1 && rest[0] == "messages":
+		return s.createMessageLocked(c, body)
+	case method == "GET" && len(rest) == 1 && rest[0] == "messages":
+		return 200, history(c, q)
+	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages":
+		return s.editMessageLocked(c, rest[1], body)
+	case (method == "PUT" || method == "DELETE") && len(rest) == 5 && rest[0] == "messages" && rest[2] == "reactions" && rest[4] == "@me":
+		return http.StatusNoContent, nil
+	}
+	return http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0}
+}
+
+type sentMessage struct {
+	Content          string               `json:"content"`
+	Nonce            json.RawMessage      `json:"nonce"`
+	EnforceNonce     bool                 `json:"enforce_nonce"`
+	AllowedMentions  json.RawMessage      `json:"allowed_mentions"`
+	Flags            discord.MessageFlags `json:"flags"`
+	MessageReference *struct {
+		MessageID discord.MessageID `json:"message_id"`
+	} `json:"message_reference"`
+}
+
+// createMessageLocked posts the bot's message. Like Discord, a repeated
+// nonce with enforce_nonce returns the message created the first time.
+func (s *Server) createMessageLocked(c *channel, body []byte) (int, any) {
+	var in sentMessage
+	if err := json.Unmarshal(body, &in); err != nil {
+		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
+	}
+	if n := utf8.RuneCountInString(in.Content); n == 0 || n > maxContent {
+		return http.StatusBadRequest, apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}
+	}
+	nonce := strings.Trim(string(in.Nonce), `"`)
+	if in.EnforceNonce && nonce != "" {
+		if m, ok := c.nonces[nonce]; ok {
+			return 200, m.Message
+		}
+	}
+	m := &Message{
+		Message: discord.Message{
+			ID: discord.MessageID(s.id()), ChannelID: c.ID, GuildID: c.GuildID, Type: discord.DefaultMessage,
+			Author: s.Bot, Content: in.Content, Timestamp: discord.NewTimestamp(time.Now()),
+		},
+		Nonce:           nonce,
+		AllowedMentions: in.AllowedMentions,
+	}
+	if in.MessageReference != nil {
+		m.Type = discord.InlinedReplyMessage
+		m.Reference = &discord.MessageReference{MessageID: in.MessageReference.MessageID, ChannelID: c.ID}
+	}
+	c.messages = append(c.messages, m)
+	if nonce != "" {
+		c.nonces[nonce] = m
+	}
+	s.dispatchLocked("MESSAGE_CREATE", m.Message)
+	return 200, m.Message
+}
+
+func (s *Server) editMessageLocked(c *channel, id string, body []byte) (int, any) {
+	var in sentMessage
+	json.Unmarshal(body, &in)
+	for _, m := range c.messages {
+		if m.ID.String() == id {
+			m.Content, m.Edited = in.Content, true
+			return 200, m.Message
+		}
+	}
+	return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+}
+
+// history answers GET /channels/{id}/messages?after=&limit= like Discord:
+// the oldest messages after the cursor, newest first.
+func history(c *channel, q map[string][]string) []discord.Message {
+	limit := 50
+	if v := first(q["limit"]); v != "" {
+		limit, _ = strconv.Atoi(v)
+	}
+	var after discord.Snowflake
+	if v := first(q["after"]); v != "" {
+		after, _ = discord.ParseSnowflake(v)
+	}
+	out := []discord.Message{}
+	for _, m := range c.messages {
+		if discord.Snowflake(m.ID) > after && len(out) < limit {
+			msg := m.Message
+			msg.GuildID = 0 // REST history carries no guild id
+			out = append(out, msg)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return out
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+func (s *Server) putCommandsLocked(body []byte) (int, any) {
+	var cmds []map[string]any
+	if err := json.Unmarshal(body, &cmds); err != nil {
+		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
+	}
+	for _, c := range cmds {
+		c["id"] = s.id().String()
+		c["application_id"] = s.App.String()
+		c["version"] = s.id().String()
+	}
+	s.commands, _ = json.Marshal(cmds)
+	return 200, cmds
+}
+
+func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
+	if token != "itoken-"+id {
+		return http.StatusUnauthorized, apiError{Message: "Invalid interaction token", Code: 50027}
+	}
+	if len(s.callbacks[id]) > 0 {
+		return http.StatusBadRequest, apiError{Message: "Interaction has already been acknowledged.", Code: 40060}
+	}
+	var in struct {
+		Type int          `json:"type"`
+		Data *sentMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
+	}
+	s.callbacks[id] = append(s.callbacks[id], in.Type)
+	// Both a message (4) and a deferral (5) create the original response;
+	// a deferral shows "thinking" until the response is edited.
+	m := Message{Message: discord.Message{ID: discord.MessageID(s.id()), Author: s.Bot}, Interaction: id, Original: true}
+	if in.Data != nil {
+		m.Content, m.AllowedMentions = in.Data.Content, in.Data.AllowedMentions
+		m.Ephemeral = in.Data.Flags&discord.EphemeralMessage != 0
+	}
+	s.answers = append(s.answers, m)
+	return http.StatusNoContent, nil
+}
+
+// webhookLocked serves an interaction's webhook: PATCH messages/@original
+// edits the (deferred) response; POST sends a follow-up.
+func (s *Server) webhookLocked(method, token string, rest []string, body []byte) (int, any) {
+	id, ok := strings.CutPrefix(token, "itoken-")
+	if !ok || len(s.callbacks[id]) == 0 {
+		return http.StatusNotFound, apiError{Message: "Unknown Webhook", Code: 10015}
+	}
+	var in sentMessage
+	if err := json.Unmarshal(body, &in); err != nil {
+		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
+	}
+	if n := utf8.RuneCountInString(in.Content); n == 0 || n > maxContent {
+		return http.StatusBadRequest, apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}
+	}
+	switch {
+	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages" && rest[1] == "@original":
+		for i := range s.answers {
+			if a := &s.answers[i]; a.Interaction == id && a.Original {
+				a.Content, a.AllowedMentions, a.Edited = in.Content, in.AllowedMentions, true
+				return 200, a.Message
+			}
+		}
+		return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+	case method == "POST" && len(rest) == 0:
+		m := Message{
+			Message:         discord.Message{ID: discord.MessageID(s.id()), Author: s.Bot, Content: in.Content},
+			AllowedMentions: in.AllowedMentions, Interaction: id,
+		}
+		s.answers = append(s.answers, m)
+		return 200, m.Message
+	}
+	return http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0}
+}

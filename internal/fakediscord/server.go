@@ -1,0 +1,424 @@
+// Package fakediscord is an in-process Discord for tests: the Gateway
+// WebSocket (HELLO, IDENTIFY, READY, dispatches, heartbeats, RESUME with
+// replay, invalid sessions) and the REST v9 endpoints the gateway uses
+// (messages with nonces, typing, reactions, slash commands, interaction
+// callbacks and webhooks, history). The real arikawa client connects to it.
+//
+// Tests drive it like users would (Post, Interact), break it like Discord
+// does (Fail with 429/5xx, Disconnect, Offline), and inspect what the bot
+// did (Requests, Frames, Messages). A Server is safe for concurrent use.
+package fakediscord
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/gorilla/websocket"
+)
+
+// Defaults for a started server.
+const (
+	DefaultToken   = "fake-bot-token"
+	BotUsername    = "gatewaybot"
+	heartbeatEvery = 41250 // ms, Discord's usual interval
+)
+
+// Request is one REST call the bot made.
+type Request struct {
+	Method string
+	// Path is the path after /api/v9, e.g. /channels/1/messages.
+	Path  string
+	Query string
+	Body  []byte
+	// Status is what the fake answered.
+	Status int
+	Time   time.Time
+}
+
+// Frame is one gateway message in either direction.
+type Frame struct {
+	// FromBot is true for frames the bot sent.
+	FromBot bool
+	Op      int
+	Type    string
+	Seq     int64
+	Data    json.RawMessage
+}
+
+// Message is a message as the fake stores it.
+type Message struct {
+	discord.Message
+	// Nonce and AllowedMentions are what the bot sent (bot messages only).
+	Nonce           string
+	AllowedMentions json.RawMessage
+	// Interaction is set on answers to a slash command: the interaction id.
+	Interaction string
+	// Original marks an interaction's response (as opposed to a follow-up).
+	Original  bool
+	Ephemeral bool
+	Edited    bool
+}
+
+// Channel describes a channel to create.
+type Channel struct {
+	ID       discord.ChannelID
+	GuildID  discord.GuildID
+	ParentID discord.ChannelID
+	Type     discord.ChannelType
+	Name     string
+}
+
+// Fault makes matching REST calls fail.
+type Fault struct {
+	Method string
+	// Path is matched as a prefix of the path after /api/v9.
+	Path   string
+	Status int
+	// RetryAfter is sent as the Retry-After header (e.g. "0.05").
+	RetryAfter string
+	// Times is how many calls fail; 0 means 1.
+	Times int
+	// Apply carries out the request before failing it, like a 5xx from a
+	// proxy after Discord acted.
+	Apply bool
+}
+
+// Server is the fake Discord.
+type Server struct {
+	HTTP  *httptest.Server
+	Token string
+	Bot   discord.User
+	App   discord.AppID
+
+	upgrader websocket.Upgrader
+
+	// mu guards everything below.
+	mu       sync.Mutex
+	nextID   uint64
+	guilds   []discord.GuildID
+	channels map[discord.ChannelID]*channel
+	roles    map[discord.GuildID][]discord.Role
+	requests []Request
+	frames   []Frame
+	faults   []*Fault
+	commands json.RawMessage
+	// answers are interaction responses and follow-ups, in order.
+	answers []Message
+	// callbacks are interaction callback types by interaction id.
+	callbacks                     map[string][]int
+	conn                          *conn
+	offline                       bool
+	session                       *gwSession
+	identifies, resumes, connects int
+	// changed is closed and replaced whenever state changes (Wait).
+	changed chan struct{}
+}
+
+type channel struct {
+	Channel
+	messages []*Message
+	nonces   map[string]*Message
+}
+
+// gwSession is a gateway session: its dispatches are replayed on RESUME.
+type gwSession struct {
+	id        string
+	seq       int64
+	log       []Frame
+	resumable bool
+}
+
+// Start runs a fake Discord until the test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{
+		Token:     DefaultToken,
+		channels:  map[discord.ChannelID]*channel{},
+		roles:     map[discord.GuildID][]discord.Role{},
+		callbacks: map[string][]int{},
+		changed:   make(chan struct{}),
+		nextID:    uint64(discord.NewSnowflake(time.Now())),
+	}
+	s.Bot = discord.User{ID: discord.UserID(s.id()), Username: BotUsername, Bot: true}
+	s.App = discord.AppID(s.id())
+	mux := http.NewServeMux()
+	mux.HandleFunc("/gateway", s.serveGateway)
+	mux.HandleFunc("/api/v9/", s.serveREST)
+	s.HTTP = httptest.NewServer(mux)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	c := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.ws.Close()
+	}
+	s.HTTP.Close()
+}
+
+// APIBaseURL is the REST base, for DISCORD_API_BASE_URL.
+func (s *Server) APIBaseURL() string { return s.HTTP.URL + "/api/v9" }
+
+// GatewayURL is the gateway, for DISCORD_GATEWAY_URL.
+func (s *Server) GatewayURL() string {
+	return "ws" + strings.TrimPrefix(s.HTTP.URL, "http") + "/gateway"
+}
+
+// id returns a new snowflake, greater than every earlier one.
+func (s *Server) id() discord.Snowflake {
+	s.nextID++
+	return discord.Snowflake(s.nextID)
+}
+
+// NewID returns a fresh snowflake.
+func (s *Server) NewID() discord.Snowflake {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id()
+}
+
+// AddGuild creates a guild with a text channel and returns both ids. The
+// guild is announced (GUILD_CREATE) to a connected bot.
+func (s *Server) AddGuild(name string) (discord.GuildID, discord.ChannelID) {
+	s.mu.Lock()
+	g := discord.GuildID(s.id())
+	s.guilds = append(s.guilds, g)
+	s.mu.Unlock()
+	ch := s.AddChannel(Channel{GuildID: g, Type: discord.GuildText, Name: "general"})
+	s.announceGuild(g)
+	return g, ch
+}
+
+// AddChannel creates a channel (a thread when ParentID is set and Type is
+// a thread type; a DM when GuildID is zero) and returns its id.
+func (s *Server) AddChannel(c Channel) discord.ChannelID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.ID.IsValid() {
+		c.ID = discord.ChannelID(s.id())
+	}
+	if c.Type == 0 && !c.GuildID.IsValid() {
+		c.Type = discord.DirectMessage
+	}
+	s.channels[c.ID] = &channel{Channel: c, nonces: map[string]*Message{}}
+	if c.GuildID.IsValid() && s.session != nil {
+		t := "CHANNEL_CREATE"
+		if c.ParentID.IsValid() {
+			t = "THREAD_CREATE"
+		}
+		s.dispatchLocked(t, s.channelJSON(c))
+	}
+	return c.ID
+}
+
+// AddRole creates a role in a guild.
+func (s *Server) AddRole(g discord.GuildID, name string) discord.RoleID {
+	s.mu.Lock()
+	r := discord.Role{ID: discord.RoleID(s.id()), Name: name}
+	s.roles[g] = append(s.roles[g], r)
+	s.mu.Unlock()
+	s.announceGuild(g)
+	return r.ID
+}
+
+func (s *Server) channelJSON(c Channel) discord.Channel {
+	return discord.Channel{ID: c.ID, GuildID: c.GuildID, ParentID: c.ParentID, Type: c.Type, Name: c.Name}
+}
+
+// User returns a new human user.
+func (s *Server) User(name string) discord.User {
+	return discord.User{ID: discord.UserID(s.NewID()), Username: name}
+}
+
+// BotUser returns a new user with the bot flag, another bot.
+func (s *Server) BotUser(name string) discord.User {
+	return discord.User{ID: discord.UserID(s.NewID()), Username: name, Bot: true}
+}
+
+// Mention is the mention syntax for a user.
+func Mention(u discord.User) string { return "<@" + u.ID.String() + ">" }
+
+// Post has author write content in a channel: the message is stored in
+// the history and dispatched (MESSAGE_CREATE) to the bot's session, now or,
+// if the bot is disconnected, on RESUME. mentions are the users the
+// content mentions.
+func (s *Server) Post(ch discord.ChannelID, author discord.User, content string, mentions ...discord.User) discord.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.mustChannel(ch)
+	m := &Message{Message: discord.Message{
+		ID:        discord.MessageID(s.id()),
+		ChannelID: ch,
+		GuildID:   c.GuildID,
+		Type:      discord.DefaultMessage,
+		Author:    author,
+		Content:   content,
+		Timestamp: discord.NewTimestamp(time.Now()),
+	}}
+	for _, u := range mentions {
+		m.Mentions = append(m.Mentions, discord.GuildUser{User: u})
+	}
+	c.messages = append(c.messages, m)
+	s.dispatchLocked("MESSAGE_CREATE", m.Message)
+	s.notifyLocked()
+	return m.Message
+}
+
+// Interact has user run a slash command in a channel; options are the
+// command's string options. It returns the interaction id.
+func (s *Server) Interact(ch discord.ChannelID, user discord.User, command string, options map[string]string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.mustChannel(ch)
+	id := s.id().String()
+	var opts []map[string]any
+	for k, v := range options {
+		opts = append(opts, map[string]any{"name": k, "type": 3, "value": v})
+	}
+	ev := map[string]any{
+		"id":             id,
+		"application_id": s.App.String(),
+		"type":           2,
+		"token":          "itoken-" + id,
+		"version":        1,
+		"channel_id":     ch.String(),
+		"data":           map[string]any{"id": s.id().String(), "name": command, "type": 1, "options": opts},
+	}
+	if c.GuildID.IsValid() {
+		ev["guild_id"] = c.GuildID.String()
+		ev["member"] = map[string]any{"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339)}
+	} else {
+		ev["user"] = user
+	}
+	s.dispatchLocked("INTERACTION_CREATE", ev)
+	return id
+}
+
+func (s *Server) mustChannel(id discord.ChannelID) *channel {
+	c, ok := s.channels[id]
+	if !ok {
+		panic(fmt.Sprintf("fakediscord: no channel %s", id))
+	}
+	return c
+}
+
+// Fail adds a fault for matching REST calls.
+func (s *Server) Fail(f Fault) {
+	if f.Times == 0 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &f)
+}
+
+// Requests returns the REST calls made so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Frames returns the gateway frames exchanged so far.
+func (s *Server) Frames() []Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Frame(nil), s.frames...)
+}
+
+// Messages returns the messages in a channel, oldest first.
+func (s *Server) Messages(ch discord.ChannelID) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.mustChannel(ch).messages {
+		out = append(out, *m)
+	}
+	return out
+}
+
+// BotMessages returns the bot's messages in a channel, oldest first.
+func (s *Server) BotMessages(ch discord.ChannelID) []Message {
+	var out []Message
+	for _, m := range s.Messages(ch) {
+		if m.Author.ID == s.Bot.ID {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Answers returns interaction responses and follow-ups, in order.
+func (s *Server) Answers() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.answers...)
+}
+
+// Callbacks returns the interaction callback types sent for an interaction.
+func (s *Server) Callbacks(interaction string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.callbacks[interaction]...)
+}
+
+// Commands returns the registered application commands (raw JSON).
+func (s *Server) Commands() json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commands
+}
+
+// Counts returns how many IDENTIFYs, RESUMEs and connections there were.
+func (s *Server) Counts() (identifies, resumes, connects int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.identifies, s.resumes, s.connects
+}
+
+// Connected reports whether a bot session is open and ready.
+func (s *Server) Connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn != nil && s.conn.ready
+}
+
+// Wait blocks until cond holds, failing the test after the deadline. cond
+// is evaluated without the server's lock held.
+func (s *Server) Wait(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Millisecond):
+			// Conditions may depend on state outside the server.
+		case <-deadline.C:
+			tb.Fatalf("fakediscord: timed out after %v waiting for %s", timeout, what)
+		}
+	}
+}
+
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}

@@ -1,0 +1,618 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/config"
+	gwdiscord "github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/fakediscord"
+	"github.com/agentgateway/gateway/internal/session"
+)
+
+const waitLong = 20 * time.Second
+
+// harness runs the whole gateway (Run) against the fake Discord and a
+// fake backend.
+type harness struct {
+	t       *testing.T
+	fd      *fakediscord.Server
+	backend *backends.Fake
+	cfg     *config.Config
+	guild   discord.GuildID
+	channel discord.ChannelID
+	user    discord.User
+	cancel  context.CancelFunc
+	done    chan error
+	logs    *syncBuffer
+}
+
+type harnessOptions struct {
+	env     map[string]string
+	respond func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error)
+	// setup runs against the fake before the gateway connects; it may
+	// return more environment.
+	setup func(h *harness) map[string]string
+	token string
+}
+
+func startGateway(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	fd := fakediscord.Start(t)
+	h := &harness{t: t, fd: fd, backend: &backends.Fake{Respond: o.respond}, logs: &syncBuffer{}}
+	h.guild, h.channel = fd.AddGuild("test")
+	h.user = fd.User("alice")
+	if o.setup != nil {
+		for k, v := range o.setup(h) {
+			o.env = withEnv(o.env, k, v)
+		}
+	}
+	token := o.token
+	if token == "" {
+		token = fakediscord.DefaultToken
+	}
+	env := map[string]string{
+		config.EnvDiscordToken:      token,
+		config.EnvDiscordAPIBaseURL: fd.APIBaseURL(),
+		config.EnvDiscordGatewayURL: fd.GatewayURL(),
+		config.EnvConfigDir:         t.TempDir(),
+		config.EnvPermissionMode:    "default",
+		config.EnvQueryTimeoutMS:    "10000",
+	}
+	for k, v := range o.env {
+		env[k] = v
+	}
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	cfg, err := config.Load(config.LoadOptions{Environ: environ, Require: config.RequireDiscord})
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	h.cfg = cfg
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done = make(chan error, 1)
+	ready := make(chan struct{})
+	log := zerolog.New(h.logs)
+	go func() {
+		h.done <- Run(ctx, cfg, Options{
+			Backend: h.backend,
+			Discord: gwdiscord.Options{
+				FastReconnect:   true,
+				TypingInterval:  50 * time.Millisecond,
+				DeliveryBackoff: 10 * time.Millisecond,
+			},
+			ConnectTimeout:  waitLong,
+			ShutdownTimeout: waitLong,
+			Ready:           func() { close(ready) },
+		}, log)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(waitLong):
+			t.Error("gateway did not stop")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-h.done:
+		h.done <- err
+		return h
+	case <-time.After(waitLong):
+		t.Fatal("gateway did not connect")
+	}
+	return h
+}
+
+// stop shuts the gateway down as SIGTERM would and returns Run's error.
+func (h *harness) stop() error {
+	h.t.Helper()
+	h.cancel()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		return err
+	case <-time.After(waitLong):
+		h.t.Fatal("gateway did not stop")
+		return nil
+	}
+}
+
+// mention posts a message mentioning the bot.
+func (h *harness) mention(ch discord.ChannelID, text string) discord.Message {
+	return h.fd.Post(ch, h.user, fakediscord.Mention(h.fd.Bot)+" "+text, h.fd.Bot)
+}
+
+// waitReplies waits until the bot has posted n messages in ch.
+func (h *harness) waitReplies(ch discord.ChannelID, n int) []fakediscord.Message {
+	h.t.Helper()
+	h.fd.Wait(h.t, fmt.Sprintf("%d bot messages", n), waitLong, func() bool { return len(h.fd.BotMessages(ch)) >= n })
+	return h.fd.BotMessages(ch)
+}
+
+func (h *harness) requests(method, prefix string) []fakediscord.Request {
+	var out []fakediscord.Request
+	for _, r := range h.fd.Requests() {
+		if r.Method == method && strings.HasPrefix(r.Path, prefix) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// settle waits until the gateway's queue is idle and the backend has seen n
+// requests, so that "nothing else happens" can be asserted.
+func (h *harness) backendCalls(n int) {
+	h.t.Helper()
+	h.fd.Wait(h.t, fmt.Sprintf("%d backend calls", n), waitLong, func() bool { return len(h.backend.Requests()) >= n })
+}
+
+func withEnv(env map[string]string, k, v string) map[string]string {
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[k] = v
+	return env
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestMentionGetsTypingAndReply(t *testing.T) {
+	release := make(chan struct{})
+	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		<-release
+		return backends.Result{SessionID: "s1", Text: "hello " + req.Prompt}, nil
+	}})
+	if !strings.Contains(h.logs.String(), `"user":"gatewaybot"`) || !strings.Contains(h.logs.String(), `"guilds":1`) {
+		t.Errorf("READY log lacks the bot's name and guild count:\n%s", h.logs.String())
+	}
+	prompt := h.mention(h.channel, "what is  <#"+h.channel.String()+">?")
+	typingPath := "/channels/" + h.channel.String() + "/typing"
+	// The indicator is renewed while the run lasts (interval 50 ms here).
+	h.fd.Wait(t, "typing renewed", waitLong, func() bool { return len(h.requests("POST", typingPath)) >= 3 })
+	close(release)
+
+	msgs := h.waitReplies(h.channel, 1)
+	if got, want := msgs[0].Content, "hello what is  #general?"; got != want {
+		t.Errorf("reply = %q, want %q", got, want)
+	}
+	if msgs[0].Reference == nil || msgs[0].Reference.MessageID != prompt.ID {
+		t.Errorf("reply does not reference the prompt: %+v", msgs[0].Reference)
+	}
+	var am struct {
+		Parse []string `json:"parse"`
+	}
+	if err := json.Unmarshal(msgs[0].AllowedMentions, &am); err != nil || am.Parse == nil || len(am.Parse) != 0 {
+		t.Errorf("allowed_mentions = %s, want parse: []", msgs[0].AllowedMentions)
+	}
+	req := h.backend.Requests()[0]
+	if req.Prompt != "what is  #general?" {
+		t.Errorf("backend prompt = %q", req.Prompt)
+	}
+	// Intents: guild messages, DMs, message content, reactions.
+	var identify struct {
+		Intents uint64 `json:"intents"`
+	}
+	for _, f := range h.fd.Frames() {
+		if f.FromBot && f.Op == 2 {
+			json.Unmarshal(f.Data, &identify)
+		}
+	}
+	if uint64(gwdiscord.Intents)&identify.Intents != uint64(gwdiscord.Intents) {
+		t.Errorf("IDENTIFY intents = %b, want %b", identify.Intents, gwdiscord.Intents)
+	}
+	if err := h.stop(); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+func TestSlashCommands(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	h.fd.Wait(t, "commands registered", waitLong, func() bool { return h.fd.Commands() != nil })
+	var cmds []struct {
+		Name    string `json:"name"`
+		Options []struct {
+			Name     string `json:"name"`
+			Required bool   `json:"required"`
+		} `json:"options"`
+	}
+	json.Unmarshal(h.fd.Commands(), &cmds)
+	if len(cmds) != 2 || cmds[0].Name != "claude" || cmds[1].Name != "claude-reset" ||
+		len(cmds[0].Options) != 1 || cmds[0].Options[0].Name != "prompt" || !cmds[0].Options[0].Required {
+		t.Fatalf("registered commands = %s", h.fd.Commands())
+	}
+
+	id := h.fd.Interact(h.channel, h.user, "claude", map[string]string{"prompt": "  exactly this <@1> "})
+	h.fd.Wait(t, "slash answer", waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == id && a.Edited {
+				return true
+			}
+		}
+		return false
+	})
+	if got := h.fd.Callbacks(id); len(got) != 1 || got[0] != 5 {
+		t.Errorf("callbacks = %v, want one deferral (5)", got)
+	}
+	if got := h.backend.Requests()[0].Prompt; got != "  exactly this <@1> " {
+		t.Errorf("prompt = %q, want the option value exactly", got)
+	}
+	for _, a := range h.fd.Answers() {
+		if a.Interaction == id && a.Content != "echo:   exactly this <@1> " {
+			t.Errorf("answer = %q", a.Content)
+		}
+	}
+	if _, ok := h.sessionBinding(); !ok {
+		t.Fatal("no session binding after /claude")
+	}
+
+	reset := h.fd.Interact(h.channel, h.user, "claude-reset", nil)
+	h.fd.Wait(t, "reset answer", waitLong, func() bool { return len(h.fd.Callbacks(reset)) == 1 })
+	if _, ok := h.sessionBinding(); ok {
+		t.Error("binding still present after /claude-reset")
+	}
+	for _, a := range h.fd.Answers() {
+		if a.Interaction == reset && !strings.Contains(a.Content, "new conversation") {
+			t.Errorf("reset answer = %q", a.Content)
+		}
+	}
+	// The next prompt starts a fresh session.
+	h.mention(h.channel, "again")
+	h.waitReplies(h.channel, 1)
+	if got := h.backend.Requests()[1].SessionID; got != "" {
+		t.Errorf("prompt after reset resumed %q", got)
+	}
+}
+
+func (h *harness) sessionBinding() (string, bool) {
+	store, _, err := session.Open(filepath.Join(h.cfg.ConfigDir, session.FileName))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b, ok := store.Get(h.channel.String())
+	return b.SessionID, ok
+}
+
+func TestLongReplyIsSplitIntoWellFormedChunks(t *testing.T) {
+	code := strings.Repeat("fmt.Println(\"line\")\n", 150) // ~3,000 chars
+	long := "Here is the program:\n```go\n" + code + "```\nAnd some prose after it. " + strings.Repeat("word ", 350)
+	if n := utf8.RuneCountInString(long); n < 4500 {
+		t.Fatalf("test reply is %d characters", n)
+	}
+	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		return backends.Result{SessionID: "s", Text: long}, nil
+	}})
+	h.mention(h.channel, "show me")
+	h.fd.Wait(t, "all chunks", waitLong, func() bool {
+		var b strings.Builder
+		for _, m := range h.fd.BotMessages(h.channel) {
+			b.WriteString(m.Content)
+		}
+		return strings.Contains(b.String(), "word word")
+	})
+	msgs := h.fd.BotMessages(h.channel)
+	if len(msgs) < 3 {
+		t.Fatalf("%d chunks, want at least 3", len(msgs))
+	}
+	for i, m := range msgs {
+		if n := utf8.RuneCountInString(m.Content); n > 2000 {
+			t.Errorf("chunk %d has %d characters", i, n)
+		}
+		if strings.Count(m.Content, "```")%2 != 0 {
+			t.Errorf("chunk %d has an unbalanced code fence:\n%s", i, m.Content)
+		}
+		if (m.Reference != nil) != (i == 0) {
+			t.Errorf("chunk %d reference = %v; only the first replies to the prompt", i, m.Reference)
+		}
+	}
+}
+
+func TestBotsAreIgnored(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	other := h.fd.BotUser("otherbot")
+	h.fd.Post(h.channel, other, fakediscord.Mention(h.fd.Bot)+" loop?", h.fd.Bot)
+	h.fd.Post(h.channel, h.fd.Bot, fakediscord.Mention(h.fd.Bot)+" me?", h.fd.Bot)
+	// A human prompt afterwards is answered, and is the only one.
+	h.mention(h.channel, "human")
+	// The bot's own message above counts as one of its messages.
+	msgs := h.waitReplies(h.channel, 2)
+	if got := h.backend.Requests(); len(got) != 1 || got[0].Prompt != "human" {
+		t.Errorf("backend requests = %+v, want only the human's", got)
+	}
+	if len(msgs) != 2 || msgs[1].Content != "echo: human" {
+		t.Errorf("bot messages = %+v", msgs)
+	}
+}
+
+func TestDirectMessagesNeedNoMention(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	dm := h.fd.AddChannel(fakediscord.Channel{})
+	h.fd.Post(dm, h.user, "hi there")
+	msgs := h.waitReplies(dm, 1)
+	if msgs[0].Content != "echo: hi there" {
+		t.Errorf("reply = %q", msgs[0].Content)
+	}
+	// A guild message without a mention is not a prompt.
+	h.fd.Post(h.channel, h.user, "just chatting")
+	h.mention(h.channel, "now me")
+	h.waitReplies(h.channel, 1)
+	if n := len(h.backend.Requests()); n != 2 {
+		t.Errorf("%d backend calls, want 2", n)
+	}
+}
+
+func TestAllowlists(t *testing.T) {
+	var other, thread, dm discord.ChannelID
+	var bob discord.User
+	h := startGateway(t, harnessOptions{setup: func(h *harness) map[string]string {
+		other = h.fd.AddChannel(fakediscord.Channel{GuildID: h.guild, Type: discord.GuildText, Name: "other"})
+		thread = h.fd.AddChannel(fakediscord.Channel{GuildID: h.guild, ParentID: h.channel, Type: discord.GuildPublicThread, Name: "t"})
+		dm = h.fd.AddChannel(fakediscord.Channel{})
+		bob = h.fd.User("bob")
+		return map[string]string{
+			config.EnvAllowedUserIDs:    h.user.ID.String(),
+			config.EnvAllowedChannelIDs: h.channel.String(),
+		}
+	}})
+	bot := fakediscord.Mention(h.fd.Bot)
+	h.fd.Post(h.channel, bob, bot+" bob here", h.fd.Bot)
+	h.fd.Post(other, h.user, bot+" wrong channel", h.fd.Bot)
+	denied := h.fd.Interact(h.channel, bob, "claude", map[string]string{"prompt": "let me in"})
+	h.fd.Wait(t, "refusal", waitLong, func() bool { return len(h.fd.Callbacks(denied)) == 1 })
+	for _, a := range h.fd.Answers() {
+		if a.Interaction == denied && (!a.Ephemeral || !strings.Contains(a.Content, "not allowed")) {
+			t.Errorf("refusal = %+v, want an ephemeral notice", a)
+		}
+	}
+	// A thread inherits its parent's place; DMs follow the user allowlist.
+	h.fd.Post(thread, h.user, bot+" in thread", h.fd.Bot)
+	h.waitReplies(thread, 1)
+	h.fd.Post(dm, h.user, "in dm")
+	h.waitReplies(dm, 1)
+	h.fd.Post(h.channel, h.user, bot+" last", h.fd.Bot)
+	h.waitReplies(h.channel, 1)
+	var prompts []string
+	for _, r := range h.backend.Requests() {
+		prompts = append(prompts, r.Prompt)
+	}
+	if strings.Join(prompts, "|") != "in thread|in dm|last" {
+		t.Errorf("prompts run = %q; bob and the other channel must be refused", prompts)
+	}
+	if len(h.fd.BotMessages(other)) != 0 {
+		t.Error("the bot answered in a channel outside the allowlist")
+	}
+}
+
+func TestRateLimitWithFractionalRetryAfterPostsOnce(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	path := "/channels/" + h.channel.String() + "/messages"
+	h.fd.Fail(fakediscord.Fault{Method: "POST", Path: path, Status: 429, RetryAfter: "0.05", Times: 2})
+	h.mention(h.channel, "hi")
+	h.waitReplies(h.channel, 1)
+	// Let any duplicate retries land before counting.
+	h.fd.Wait(t, "three send attempts", waitLong, func() bool { return len(h.requests("POST", path)) >= 3 })
+	stopErr := h.stop()
+	if n := len(h.fd.BotMessages(h.channel)); n != 1 {
+		t.Errorf("%d messages posted, want exactly 1", n)
+	}
+	attempts := h.requests("POST", path)
+	if len(attempts) != 3 {
+		t.Errorf("%d send attempts, want 3 (two 429s, one success)", len(attempts))
+	}
+	if gap := attempts[1].Time.Sub(attempts[0].Time); gap < 40*time.Millisecond {
+		t.Errorf("retried after %v, before Retry-After 0.05 s", gap)
+	}
+	if stopErr != nil {
+		t.Error(stopErr)
+	}
+}
+
+func TestServerErrorAfterPostingDoesNotDuplicate(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	path := "/channels/" + h.channel.String() + "/messages"
+	// Discord (or a proxy) posts the message but answers 502 twice.
+	h.fd.Fail(fakediscord.Fault{Method: "POST", Path: path, Status: 502, Times: 2, Apply: true})
+	h.mention(h.channel, "hi")
+	h.fd.Wait(t, "retries", waitLong, func() bool { return len(h.requests("POST", path)) >= 3 })
+	h.stop()
+	msgs := h.fd.BotMessages(h.channel)
+	if len(msgs) != 1 || msgs[0].Content != "echo: hi" {
+		t.Errorf("messages = %+v, want exactly one echo", msgs)
+	}
+}
+
+func TestDeliveryGivesUpAndLogs(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	path := "/channels/" + h.channel.String() + "/messages"
+	h.fd.Fail(fakediscord.Fault{Method: "POST", Path: path, Status: 503, Times: 100})
+	h.mention(h.channel, "into the void")
+	h.fd.Wait(t, "the failure logged", waitLong, func() bool { return strings.Contains(h.logs.String(), "reply not delivered") })
+	logs := h.logs.String()
+	if !strings.Contains(logs, `"channel":"`+h.channel.String()+`"`) || !strings.Contains(logs, `"length":`) {
+		t.Errorf("the failure log lacks the channel id or length:\n%s", logs)
+	}
+	if strings.Contains(logs, fakediscord.DefaultToken) {
+		t.Error("the bot token reached the log")
+	}
+}
+
+func TestResumeAfterDropLosesNothing(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	h.mention(h.channel, "one")
+	h.waitReplies(h.channel, 1)
+
+	h.fd.Offline()
+	h.fd.Disconnect(1006, true)
+	h.mention(h.channel, "two") // sent while the bot is away
+	h.fd.Online()
+
+	msgs := h.waitReplies(h.channel, 2)
+	_, resumes, _ := h.fd.Counts()
+	if resumes != 1 {
+		t.Errorf("%d resumes, want 1", resumes)
+	}
+	if msgs[1].Content != "echo: two" {
+		t.Errorf("second reply = %q", msgs[1].Content)
+	}
+	h.mention(h.channel, "three")
+	h.waitReplies(h.channel, 3)
+	if n := len(h.backend.Requests()); n != 3 {
+		t.Errorf("%d runs, want 3", n)
+	}
+}
+
+func TestNewSessionCatchesUpMissedMentionsOnce(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	h.mention(h.channel, "before")
+	h.waitReplies(h.channel, 1)
+
+	h.fd.Offline()
+	h.fd.Disconnect(1006, false) // the session cannot be resumed
+	h.fd.Post(h.channel, h.user, "no mention, not a prompt")
+	h.mention(h.channel, "missed one")
+	h.mention(h.channel, "missed two")
+	h.fd.Online()
+
+	h.waitReplies(h.channel, 3)
+	identifies, _, _ := h.fd.Counts()
+	if identifies != 2 {
+		t.Errorf("%d IDENTIFYs, want 2", identifies)
+	}
+	h.mention(h.channel, "after")
+	msgs := h.waitReplies(h.channel, 4)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Content)
+	}
+	want := "echo: before|echo: missed one|echo: missed two|echo: after"
+	if strings.Join(got, "|") != want {
+		t.Errorf("replies = %q, want %q (each once, in order)", got, want)
+	}
+}
+
+func TestBadTokenExitsWithAdvice(t *testing.T) {
+	h := startGateway(t, harnessOptions{token: "wrong-token"})
+	var err error
+	select {
+	case err = <-h.done:
+		h.done <- err
+	case <-time.After(waitLong):
+		t.Fatal("Run did not fail")
+	}
+	var fatal *gwdiscord.FatalError
+	if !errors.As(err, &fatal) || fatal.Code != 4004 {
+		t.Fatalf("Run = %v, want a FatalError 4004", err)
+	}
+	if !strings.Contains(err.Error(), "DISCORD_BOT_TOKEN") || strings.Contains(err.Error(), "wrong-token") {
+		t.Errorf("error = %q; want advice naming DISCORD_BOT_TOKEN and no token", err)
+	}
+}
+
+func TestShutdownDeliversInFlightReplyAndRefusesNewPrompts(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		close(started)
+		<-release
+		return backends.Result{SessionID: "s", Text: "finished " + req.Prompt}, nil
+	}})
+	h.mention(h.channel, "long job")
+	<-started
+	h.cancel() // SIGTERM
+	h.fd.Wait(t, "intake stopped", waitLong, func() bool { return strings.Contains(h.logs.String(), "shutting down") })
+	late := h.mention(h.channel, "too late")
+	h.fd.Wait(t, "shutdown notice", waitLong, func() bool {
+		for _, m := range h.fd.BotMessages(h.channel) {
+			if m.Reference != nil && m.Reference.MessageID == late.ID {
+				return true
+			}
+		}
+		return false
+	})
+	close(release)
+	var err error
+	select {
+	case err = <-h.done:
+		h.done <- err
+	case <-time.After(waitLong):
+		t.Fatal("gateway did not stop")
+	}
+	if err != nil {
+		t.Errorf("Run = %v, want nil (exit 0)", err)
+	}
+	var got []string
+	for _, m := range h.fd.BotMessages(h.channel) {
+		got = append(got, m.Content)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], "shutting down") || got[1] != "finished long job" {
+		t.Errorf("messages = %q, want the shutdown notice and the finished reply", got)
+	}
+	if n := len(h.backend.Requests()); n != 1 {
+		t.Errorf("%d runs, want 1", n)
+	}
+}
+
+func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	h := startGateway(t, harnessOptions{
+		env: map[string]string{config.EnvMaxQueueDepth: "1"},
+		respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+			if req.Prompt == "first" {
+				<-release
+			}
+			return backends.Result{SessionID: "s", Text: "done " + req.Prompt}, nil
+		},
+	})
+	h.mention(h.channel, "first")
+	h.backendCalls(1)
+	second := h.mention(h.channel, "second")
+	reactPath := "/channels/" + h.channel.String() + "/messages/" + second.ID.String() + "/reactions/"
+	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 1 })
+	third := h.mention(h.channel, "third")
+	h.fd.Wait(t, "busy notice", waitLong, func() bool {
+		for _, m := range h.fd.BotMessages(h.channel) {
+			if m.Reference != nil && m.Reference.MessageID == third.ID && strings.Contains(m.Content, "busy") {
+				return true
+			}
+		}
+		return false
+	})
+	once.Do(func() { close(release) })
+	h.waitReplies(h.channel, 3)
+	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 1 })
+	if n := len(h.backend.Requests()); n != 2 {
+		t.Errorf("%d runs, want 2 (the third was refused)", n)
+	}
+}
