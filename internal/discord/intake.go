@@ -294,7 +294,7 @@ func (b *Bot) reset(ev *gateway.InteractionCreateEvent) {
 // order, and deferred at once, within Discord's 3 s window; the reply
 // waits for the deferral before it edits the response.
 func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.CommandInteraction, user discord.UserID) {
-	prompt := cmd.Options.Find("prompt").String()
+	prompt := slashPromptText(cmd)
 	if prompt == "" {
 		go b.respond(ev, emptyPrompt, true)
 		return
@@ -344,6 +344,12 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 			b.log.Warn().Err(err).Str("channel", ev.ChannelID.String()).Msg("could not acknowledge the slash command")
 		}
 	}()
+}
+
+// slashPromptText is the prompt of a /claude command: exactly the value of
+// its prompt option (property 4).
+func slashPromptText(cmd *discord.CommandInteraction) string {
+	return cmd.Options.Find("prompt").String()
 }
 
 // respond answers an interaction at once with a short message.

@@ -23,14 +23,16 @@ var mentionPattern = regexp.MustCompile(`<(@!?|@&|#)(\d{1,20})>|<a?:(\w{1,32}):\
 // trimmed (property 3). Everything else, code blocks included, is kept as
 // written.
 func Prompt(content, botID string, names Names) string {
+	// Removing "<@id>" from "<@<@id>id>" spells a new mention; repeat until
+	// none is left (each pass shortens the text).
+	for botID != "" && Mentions(content, botID) {
+		content = strings.NewReplacer("<@"+botID+">", "", "<@!"+botID+">", "").Replace(content)
+	}
 	out := mentionPattern.ReplaceAllStringFunc(content, func(m string) string {
 		sub := mentionPattern.FindStringSubmatch(m)
 		kind, id, emoji := sub[1], sub[2], sub[3]
 		switch kind {
 		case "@", "@!":
-			if id == botID {
-				return ""
-			}
 			return named("@", names.Users[id], m)
 		case "@&":
 			return named("@", names.Roles[id], m)
