@@ -326,6 +326,15 @@ func (a *Anthropic) notifyLocked() {
 // answer writes turn as the response to req: an error, a stall, an SSE
 // stream or a JSON message.
 func (a *Anthropic) answer(w http.ResponseWriter, r *http.Request, req *Request, turn Turn) {
+	if turn.Gate != nil {
+		select {
+		case <-turn.Gate:
+		case <-r.Context().Done():
+			return
+		case <-a.closed:
+			return
+		}
+	}
 	if turn.Error != nil {
 		writeError(w, *turn.Error)
 		return

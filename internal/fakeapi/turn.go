@@ -27,6 +27,9 @@ type Turn struct {
 	Stall Stall
 	// Usage replaces the default token counts of the reply.
 	Usage *Usage
+	// Gate, when set, holds the answer until it is closed: a turn that
+	// takes as long as the test wants.
+	Gate <-chan struct{}
 }
 
 // ToolCall is one tool_use block of a scripted turn.
