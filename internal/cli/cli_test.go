@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
 // chatEnv points the config at a fresh CONFIG_DIR with an empty .env.
@@ -127,5 +128,30 @@ func TestVersion(t *testing.T) {
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"version"}, streams{out: &out, errOut: &out}); code != 0 || !strings.HasPrefix(out.String(), "gateway ") {
 		t.Errorf("version: code %d, output %q", code, out.String())
+	}
+}
+
+func TestRunWithRejectedTokenExitsWithAdvice(t *testing.T) {
+	fd := fakediscord.Start(t)
+	dir := t.TempDir()
+	env := filepath.Join(dir, ".env")
+	os.WriteFile(env, []byte(strings.Join([]string{
+		"DISCORD_BOT_TOKEN=not-the-token",
+		"ANTHROPIC_API_KEY=sk-ant-test",
+		"DISCORD_API_BASE_URL=" + fd.APIBaseURL(),
+		"DISCORD_GATEWAY_URL=" + fd.GatewayURL(),
+		"CONFIG_DIR=" + filepath.Join(dir, "config"),
+		"PERMISSION_MODE=default",
+	}, "\n")), 0o600)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"run", "--env-file", env}, streams{in: strings.NewReader(""), out: &out, errOut: &errOut})
+	if code != exitError {
+		t.Fatalf("exit code = %d, want %d\n%s", code, exitError, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "4004") || !strings.Contains(errOut.String(), "DISCORD_BOT_TOKEN") {
+		t.Errorf("stderr lacks the reason and the fix:\n%s", errOut.String())
+	}
+	if strings.Contains(errOut.String(), "not-the-token") {
+		t.Error("the token was printed")
 	}
 }

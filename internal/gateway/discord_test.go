@@ -616,3 +616,22 @@ func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
 		t.Errorf("%d runs, want 2 (the third was refused)", n)
 	}
 }
+
+func TestIntakeKeepsChannelOrder(t *testing.T) {
+	h := startGateway(t, harnessOptions{})
+	const n = 25
+	for i := range n {
+		h.mention(h.channel, fmt.Sprintf("prompt %02d", i))
+	}
+	h.waitReplies(h.channel, n)
+	for i, r := range h.backend.Requests() {
+		if want := fmt.Sprintf("prompt %02d", i); r.Prompt != want {
+			t.Fatalf("run %d had prompt %q, want %q", i, r.Prompt, want)
+		}
+	}
+	for i, m := range h.fd.BotMessages(h.channel) {
+		if want := fmt.Sprintf("echo: prompt %02d", i); m.Content != want {
+			t.Fatalf("reply %d = %q, want %q", i, m.Content, want)
+		}
+	}
+}
