@@ -1,0 +1,180 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// Config is everything the scheduler runs or exposes: heartbeat.md's checks
+// and agents.md's scheduled work.
+type Config struct {
+	Heartbeats []Heartbeat
+	Agents     Agents
+}
+
+// Options configures a Scheduler.
+type Options struct {
+	// Enqueue hands an event to the queue (queue.Queue.Enqueue). It is
+	// called with the scheduler's lock held, so it must not call Done itself;
+	// the queue calls Done later, from the event's handler.
+	Enqueue func(queue.Event) (queue.Receipt, error)
+	// DefaultChannel receives heartbeat and cron replies when the item names
+	// no Channel (OUTPUT_CHANNEL_ID). Empty: such events only log.
+	DefaultChannel string
+	// Location is the time zone of cron jobs without a Timezone; nil means
+	// time.Local.
+	Location *time.Location
+	// Clock drives every timer; nil means the real clock. Tests pass a
+	// clockwork fake clock.
+	Clock clockwork.Clock
+	Log   zerolog.Logger
+}
+
+// Scheduler runs heartbeats and cron jobs on gocron and holds the hooks and
+// webhooks of the last applied Config. Build it with New, give it a Config
+// with Apply or Reload (before or after Run), and call Done for every event
+// it enqueued once that event has finished.
+type Scheduler struct {
+	opts Options
+	log  zerolog.Logger
+	cron gocron.Scheduler
+
+	// applyMu serialises Apply and Reload and guards current and loaded.
+	applyMu sync.Mutex
+	current Config          // the last applied config
+	loaded  map[string]bool // files applied at least once (see Reload)
+
+	// mu guards the fields below. jobs is only written by Apply with both
+	// mutexes held, so holding either one is enough to read it.
+	mu       sync.Mutex
+	jobs     map[jobKey]*job
+	busy     map[string]uint64 // heartbeat name -> id of its unfinished event
+	inflight map[uint64]string // heartbeat event id -> heartbeat name
+	hooks    map[Hook]string
+	webhooks map[string]Webhook
+}
+
+// jobKey names a scheduled job: heartbeats and cron jobs have separate
+// name spaces.
+type jobKey struct {
+	kind queue.Kind // queue.KindHeartbeat or queue.KindCron
+	name string
+}
+
+// job is one heartbeat or cron job as scheduled.
+type job struct {
+	key    jobKey
+	def    any         // the Heartbeat or CronJob it was built from; compared on Apply
+	event  queue.Event // what each run enqueues; ID and Time are set by the queue
+	spec   string      // the schedule, for NextRuns and logs
+	handle gocron.Job  // nil if gocron refused it
+}
+
+// New returns a Scheduler with nothing scheduled. Nothing fires before Run.
+func New(opts Options) (*Scheduler, error) {
+	if opts.Enqueue == nil {
+		return nil, errors.New("schedule: Options.Enqueue is required")
+	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
+	}
+	log := opts.Log.With().Str("component", "schedule").Logger()
+	cron, err := gocron.NewScheduler(
+		gocron.WithClock(opts.Clock),
+		gocron.WithLocation(opts.Location),
+		gocron.WithLogger(gocronLogger{log}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create gocron scheduler: %w", err)
+	}
+	return &Scheduler{
+		opts:     opts,
+		log:      log,
+		cron:     cron,
+		loaded:   map[string]bool{},
+		jobs:     map[jobKey]*job{},
+		busy:     map[string]uint64{},
+		inflight: map[uint64]string{},
+	}, nil
+}
+
+// Run starts the timers and blocks until ctx is done, then stops them. It
+// does not wait for the events already enqueued.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.cron.Start()
+	<-ctx.Done()
+	if err := s.cron.Shutdown(); err != nil {
+		return fmt.Errorf("stop scheduler: %w", err)
+	}
+	return nil
+}
+
+// Done tells the scheduler that the event with this id has finished, so
+// its heartbeat may fire again. Ids the scheduler did not enqueue are
+// ignored, so the queue may report every event.
+func (s *Scheduler) Done(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name, ok := s.inflight[id]
+	if !ok {
+		return
+	}
+	delete(s.inflight, id)
+	if s.busy[name] == id {
+		delete(s.busy, name)
+	}
+}
+
+// Hook returns the instruction of a lifecycle hook, "" when none is set.
+func (s *Scheduler) Hook(h Hook) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hooks[h]
+}
+
+// Webhook returns the webhook definition with this name. It reads the last
+// applied config, so reloads reach the HTTP intake.
+func (s *Scheduler) Webhook(name string) (Webhook, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.webhooks[name]
+	return w, ok
+}
+
+// fire runs on gocron's goroutine at each of j's times and enqueues its
+// event. A heartbeat whose previous event is unfinished skips the tick.
+func (s *Scheduler) fire(j *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.jobs[j.key] != j {
+		return // removed or replaced after the timer fired
+	}
+	log := s.log.With().Str(string(j.key.kind), j.key.name).Logger()
+	heartbeat := j.key.kind == queue.KindHeartbeat
+	if id, ok := s.busy[j.key.name]; heartbeat && ok {
+		log.Info().Uint64("event", id).Msg("heartbeat skipped: its previous event has not finished")
+		return
+	}
+	r, err := s.opts.Enqueue(j.event)
+	if err != nil {
+		log.Warn().Err(err).Msg("scheduled event not enqueued")
+		return
+	}
+	log.Info().Uint64("event", r.Event.ID).Msg("scheduled event enqueued")
+	if heartbeat {
+		s.busy[j.key.name] = r.Event.ID
+		s.inflight[r.Event.ID] = j.key.name
+	}
+}

@@ -1,0 +1,238 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/schedule"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxBody    = 256 << 10
+	DefaultRetryAfter = 30 * time.Second
+)
+
+// Header names.
+const (
+	SignatureHeader = "X-Signature-256"
+	signaturePrefix = "sha256="
+	bearerPrefix    = "Bearer "
+)
+
+// Options configures a Handler.
+type Options struct {
+	// Lookup returns the webhook definition with this name
+	// (schedule.Scheduler.Webhook), so reloads of agents.md apply.
+	Lookup func(name string) (schedule.Webhook, bool)
+	// Secret returns the value of the environment variable a webhook's
+	// Secret-Env names (os.LookupEnv in production).
+	Secret func(envName string) (string, bool)
+	// Enqueue hands the event to the queue (queue.Queue.Enqueue).
+	Enqueue func(queue.Event) (queue.Receipt, error)
+	// MaxBody is the largest accepted body in bytes; 0 means
+	// DefaultMaxBody. A larger one is answered 413.
+	MaxBody int64
+	// RetryAfter is sent with 503 when the queue is full; 0 means
+	// DefaultRetryAfter.
+	RetryAfter time.Duration
+	Log        zerolog.Logger
+}
+
+// Handler serves POST /hooks/{name}. Mount it at "/hooks/".
+type Handler struct {
+	opts Options
+	log  zerolog.Logger
+	mux  *http.ServeMux
+
+	mu       sync.Mutex      // guards unsecret
+	unsecret map[string]bool // webhooks already logged as having no secret
+}
+
+// New returns a Handler. Lookup, Secret and Enqueue are required.
+func New(opts Options) (*Handler, error) {
+	if opts.Lookup == nil || opts.Secret == nil || opts.Enqueue == nil {
+		return nil, errors.New("webhook: Options.Lookup, Secret and Enqueue are required")
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = DefaultRetryAfter
+	}
+	h := &Handler{
+		opts:     opts,
+		log:      opts.Log.With().Str("component", "webhook").Logger(),
+		mux:      http.NewServeMux(),
+		unsecret: map[string]bool{},
+	}
+	h.mux.HandleFunc("/hooks/{name}", h.serveHook)
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// response is what one request is answered with; it is logged after.
+type response struct {
+	status int
+	msg    string // the body of an error response
+	size   int64  // bytes of payload read
+	event  uint64
+}
+
+func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	resp := h.handle(w, r, name)
+	h.logRequest(r, name, resp)
+	if resp.status == http.StatusAccepted {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.status)
+		_ = json.NewEncoder(w).Encode(struct {
+			EventID uint64 `json:"event_id"`
+		}{resp.event})
+		return
+	}
+	http.Error(w, resp.msg, resp.status)
+}
+
+// handle checks, authenticates and enqueues one request. It sets the
+// response headers that go with an error (Allow, WWW-Authenticate,
+// Retry-After) on w; the caller writes the status and body.
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request, name string) response {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return response{status: http.StatusMethodNotAllowed, msg: "method not allowed: use POST"}
+	}
+	def, ok := h.opts.Lookup(name)
+	if !ok {
+		return response{status: http.StatusNotFound, msg: "no such webhook"}
+	}
+	secret, ok := h.opts.Secret(def.SecretEnv)
+	if !ok || secret == "" {
+		h.warnUnsecret(def)
+		return unauthorized(w)
+	}
+	h.forgetUnsecret(def.Name)
+	sig, bearer := r.Header.Get(SignatureHeader), r.Header.Get("Authorization")
+	if sig == "" && bearer == "" {
+		return unauthorized(w)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return response{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body larger than %d bytes", h.opts.MaxBody), size: int64(len(body))}
+	case err != nil:
+		return response{status: http.StatusBadRequest, msg: "could not read the body", size: int64(len(body))}
+	}
+	if !validSignature(sig, body, secret) && !validBearer(bearer, secret) {
+		return unauthorized(w)
+	}
+	payload := strings.ToValidUTF8(string(body), string(utf8.RuneError))
+	receipt, err := h.opts.Enqueue(queue.Event{
+		Kind:      queue.KindWebhook,
+		Source:    "webhook",
+		Name:      def.Name,
+		ChannelID: def.Channel,
+		Text:      Render(def.Instruction, payload),
+	})
+	var full *queue.FullError
+	switch {
+	case errors.As(err, &full):
+		w.Header().Set("Retry-After", strconv.Itoa(int(h.opts.RetryAfter.Round(time.Second)/time.Second)))
+		return response{status: http.StatusServiceUnavailable, msg: "queue full: retry later", size: int64(len(body))}
+	case errors.Is(err, queue.ErrClosed):
+		return response{status: http.StatusServiceUnavailable, msg: "shutting down", size: int64(len(body))}
+	case err != nil:
+		return response{status: http.StatusInternalServerError, msg: "could not enqueue the event", size: int64(len(body))}
+	}
+	return response{status: http.StatusAccepted, size: int64(len(body)), event: receipt.Event.ID}
+}
+
+func unauthorized(w http.ResponseWriter) response {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="webhook"`)
+	return response{status: http.StatusUnauthorized, msg: "unauthorized"}
+}
+
+// validSignature checks an "X-Signature-256: sha256=<hex>" header against
+// the HMAC-SHA256 of body.
+func validSignature(header string, body []byte, secret string) bool {
+	hexSig, ok := strings.CutPrefix(header, signaturePrefix)
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// validBearer checks an "Authorization: Bearer <secret>" header in constant
+// time (the lengths may leak; the content does not).
+func validBearer(header, secret string) bool {
+	token, ok := strings.CutPrefix(header, bearerPrefix)
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(token), []byte(secret)) == 1
+}
+
+// warnUnsecret logs, once per webhook until its secret appears, that it
+// refuses every request because its secret variable is unset or empty.
+func (h *Handler) warnUnsecret(def schedule.Webhook) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unsecret[def.Name] {
+		return
+	}
+	h.unsecret[def.Name] = true
+	h.log.Warn().Str("webhook", def.Name).Str("secret_env", def.SecretEnv).
+		Msg("webhook secret variable is unset or empty: every request is refused")
+}
+
+// forgetUnsecret re-arms the warning once the secret is set again.
+func (h *Handler) forgetUnsecret(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.unsecret, name)
+}
+
+// logRequest logs one request without its body or headers: they may carry
+// the secret or private data.
+func (h *Handler) logRequest(r *http.Request, name string, resp response) {
+	var ev *zerolog.Event
+	switch {
+	case resp.status >= 500:
+		ev = h.log.Error()
+	case resp.status >= 400:
+		ev = h.log.Warn()
+	default:
+		ev = h.log.Info()
+	}
+	if resp.event != 0 {
+		ev = ev.Uint64("event", resp.event)
+	}
+	ev.Str("webhook", name).Int("status", resp.status).Int64("size", resp.size).
+		Str("remote", r.RemoteAddr).Msg("webhook request")
+}
