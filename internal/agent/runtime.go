@@ -102,6 +102,19 @@ type Outcome struct {
 	Healed bool
 }
 
+// HeartbeatOKToken is what a heartbeat check answers when there is nothing
+// to report.
+const HeartbeatOKToken = "HEARTBEAT_OK"
+
+// HeartbeatOK reports whether a heartbeat's reply says nothing worth
+// posting: empty, or only HEARTBEAT_OK (give or take markdown emphasis and
+// a full stop, which models add). Such replies are logged with their cost
+// but not posted (R17).
+func HeartbeatOK(reply string) bool {
+	s := strings.Trim(strings.TrimSpace(reply), "*_`.! \n")
+	return s == "" || s == HeartbeatOKToken
+}
+
 // Handle is the queue.Handler: it processes the event and delivers the reply.
 func (r *Runtime) Handle(ctx context.Context, e queue.Event) {
 	r.Process(ctx, e)
@@ -124,7 +137,8 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		r.hooks.AgentBegin(ctx, e)
 	}
 	out := r.turn(ctx, e, log)
-	if out.Reply != "" && e.ChannelID != "" {
+	quiet := e.Kind == queue.KindHeartbeat && out.Err == nil && HeartbeatOK(out.Reply)
+	if out.Reply != "" && e.ChannelID != "" && !quiet {
 		if err := r.out.Reply(ctx, e, out.Reply); err != nil {
 			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Msg("reply not delivered")
 		}
@@ -144,6 +158,7 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		Int("turns", out.Result.Turns).
 		Dur("took", time.Since(started)).
 		Bool("healed", out.Healed).
+		Bool("not_posted", quiet).
 		Msg("event finished")
 	return out
 }

@@ -403,3 +403,19 @@ func TestPerTurnCostFromSessionTotal(t *testing.T) {
 		t.Errorf("stored session total = %v, want 0.75", b.SessionCostUSD)
 	}
 }
+
+func TestHeartbeatOK(t *testing.T) {
+	for reply, want := range map[string]bool{
+		"":                        true,
+		"HEARTBEAT_OK":            true,
+		"  **HEARTBEAT_OK**.\n":   true,
+		"`HEARTBEAT_OK`":          true,
+		"HEARTBEAT_OK but also X": false,
+		"All clear":               false,
+		"heartbeat_ok":            false,
+	} {
+		if got := HeartbeatOK(reply); got != want {
+			t.Errorf("HeartbeatOK(%q) = %v, want %v", reply, got, want)
+		}
+	}
+}

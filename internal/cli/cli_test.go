@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
@@ -153,5 +156,33 @@ func TestRunWithRejectedTokenExitsWithAdvice(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), "not-the-token") {
 		t.Error("the token was printed")
+	}
+}
+
+func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "heartbeat.md"), []byte("## inbox\nInterval: 600\nInstruction: Check.\n\n## fast\nInterval: 5\nInstruction: Too often.\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "agents.md"), []byte("# Rules\n\n## Cron Jobs\n\n### brief\nCron: 0 9 * * *\nTimezone: UTC\nInstruction: Brief.\n\n### bad\nCron: not cron\nInstruction: x\n\n## Hooks\n\n### shutdown\nInstruction: Bye.\n\n## Webhooks\n\n### deploy\nSecret-Env: DEPLOY_SECRET\nInstruction: {{payload}}\n"), 0o600)
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{"CONFIG_DIR=" + dir, "OUTPUT_CHANNEL_ID=42", "DEPLOY_SECRET=s", "WEBHOOK_ADDR=:8080"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var lines []string
+	for _, c := range scheduleChecks(cfg, now) {
+		lines = append(lines, fmt.Sprintf("%v %s %s", c.OK, c.Name, c.Detail))
+	}
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"true heartbeat inbox every 10m0s, posts to OUTPUT_CHANNEL_ID 42",
+		"false schedule heartbeat.md:6: check \"fast\"",
+		`true cron brief "0 9 * * *", posts to OUTPUT_CHANNEL_ID 42, next 2026-01-02 09:00 UTC`,
+		"false schedule agents.md:11:",
+		"true hook shutdown",
+		"true webhook POST /hooks/deploy, secret from DEPLOY_SECRET",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("doctor lacks %q:\n%s", want, got)
+		}
 	}
 }

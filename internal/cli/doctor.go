@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/schedule"
 )
 
 type doctorOptions struct {
@@ -72,6 +73,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 	}
 	if cfg != nil {
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
+		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, cliCheck(ctx, cfg))
 		for _, w := range cfg.Warnings() {
 			checks = append(checks, check{Name: "security", Detail: w, Warning: true})
@@ -143,4 +145,75 @@ func cliCheck(ctx context.Context, cfg *config.Config) check {
 		return check{Name: "agent-cli", Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}
 	}
 	return check{Name: "agent-cli", OK: true, Detail: fmt.Sprintf("%s %s", bin, strings.TrimSpace(string(out)))}
+}
+
+// scheduleChecks lists what heartbeat.md and agents.md schedule (cron jobs
+// with their next run), their hooks and webhooks, and every parse problem
+// with its file and line. A problem fails the check: the item it names
+// does not run.
+func scheduleChecks(cfg *config.Config, now time.Time) []check {
+	dir := cfg.ConfigDir
+	var out []check
+	problem := func(ps []schedule.Problem) {
+		for _, p := range ps {
+			out = append(out, check{Name: "schedule", Detail: p.String()})
+		}
+	}
+	output := func(channel string) string {
+		switch {
+		case channel != "":
+			return "posts to channel " + channel
+		case cfg.OutputChannelID != "":
+			return "posts to OUTPUT_CHANNEL_ID " + cfg.OutputChannelID
+		}
+		return "logs only (no Channel, no OUTPUT_CHANNEL_ID)"
+	}
+
+	checks, ps, err := schedule.ReadHeartbeats(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		out = append(out, check{Name: "heartbeat", OK: true, Detail: "no heartbeat.md: no heartbeats"})
+	case err != nil:
+		out = append(out, check{Name: "heartbeat", Detail: err.Error()})
+	}
+	for _, h := range checks {
+		d := fmt.Sprintf("%s every %s, %s", h.Name, h.Interval, output(h.Channel))
+		if h.Model != "" {
+			d += ", model " + h.Model
+		}
+		out = append(out, check{Name: "heartbeat", OK: true, Detail: d})
+	}
+	problem(ps)
+
+	agents, ps, err := schedule.ReadAgents(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		out = append(out, check{Name: "cron", Detail: err.Error()})
+	}
+	for _, c := range agents.CronJobs {
+		d := fmt.Sprintf("%s %q, %s", c.Name, c.Cron, output(c.Channel))
+		if next, err := c.NextAfter(now, time.Local); err == nil {
+			d += ", next " + next.Format("2006-01-02 15:04 MST")
+		}
+		out = append(out, check{Name: "cron", OK: true, Detail: d})
+	}
+	for _, h := range schedule.HookNames {
+		if _, ok := agents.Hooks[h]; ok {
+			out = append(out, check{Name: "hook", OK: true, Detail: string(h)})
+		}
+	}
+	for _, w := range agents.Webhooks {
+		c := check{Name: "webhook", OK: true, Detail: fmt.Sprintf("POST /hooks/%s, secret from %s, %s", w.Name, w.SecretEnv, output(w.Channel))}
+		if _, ok := cfg.Lookup(w.SecretEnv); !ok {
+			c.OK, c.Detail = false, c.Detail+": "+w.SecretEnv+" is not set, so every request is refused"
+		}
+		if cfg.WebhookAddr == "" {
+			c.Warning, c.Detail = true, c.Detail+" (WEBHOOK_ADDR is empty: the listener is off)"
+		}
+		if c.OK && !strings.HasPrefix(w.SecretEnv, "WEBHOOK_") {
+			c.Warning, c.Detail = true, c.Detail+"; name the variable WEBHOOK_... : WEBHOOK_* variables are never passed to the agent CLI, others only when not on its allowlist"
+		}
+		out = append(out, c)
+	}
+	problem(ps)
+	return out
 }

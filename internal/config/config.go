@@ -83,6 +83,8 @@ type Config struct {
 	ProviderEnv map[string]string
 
 	euid int // effective user id at Load, for Warnings
+	// lookup reads any variable from the environment or .env (Lookup).
+	lookup func(name string) (string, bool)
 }
 
 // Require names the credentials a command cannot do without.
@@ -133,11 +135,46 @@ func Load(opts LoadOptions) (*Config, error) {
 	p := &parser{v: v, bad: make(map[string]bool)}
 	cfg := p.parse()
 	cfg.euid = os.Geteuid()
+	cfg.lookup = lookupIn(environ, v)
 	problems := append(required(cfg, opts.Require, p.bad), p.problems...)
 	if len(problems) > 0 {
 		return cfg, &ValidationError{Problems: problems}
 	}
 	return cfg, nil
+}
+
+// Lookup returns a variable the operator names in a configuration file,
+// such as a webhook's Secret-Env, from the environment or else the .env
+// file. Empty values count as unset.
+func (c *Config) Lookup(name string) (string, bool) {
+	if c.lookup == nil || name == "" {
+		return "", false
+	}
+	return c.lookup(name)
+}
+
+func lookupIn(environ []string, v *viper.Viper) func(string) (string, bool) {
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if name, val, ok := strings.Cut(kv, "="); ok {
+			if _, dup := env[name]; !dup {
+				env[name] = val
+			}
+		}
+	}
+	// A snapshot: viper is not safe for concurrent use, Lookup must be.
+	file := make(map[string]string)
+	for _, k := range v.AllKeys() {
+		file[strings.ToUpper(k)] = v.GetString(k)
+	}
+	return func(name string) (string, bool) {
+		for _, m := range []map[string]string{env, file} {
+			if val := m[name]; strings.TrimSpace(val) != "" {
+				return val, true
+			}
+		}
+		return "", false
+	}
 }
 
 // readEnvFile reads the .env file at path (DefaultEnvFile if empty) into

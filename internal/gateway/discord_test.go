@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
@@ -46,6 +48,11 @@ type harnessOptions struct {
 	// return more environment.
 	setup func(h *harness) map[string]string
 	token string
+	// files are written into CONFIG_DIR before the start.
+	files map[string]string
+	clock clockwork.Clock
+	// webhookAddr receives the webhook listener's address.
+	webhookAddr chan string
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
@@ -63,11 +70,17 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 	if token == "" {
 		token = fakediscord.DefaultToken
 	}
+	configDir := t.TempDir()
+	for name, content := range o.files {
+		if err := os.WriteFile(filepath.Join(configDir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	env := map[string]string{
 		config.EnvDiscordToken:      token,
 		config.EnvDiscordAPIBaseURL: fd.APIBaseURL(),
 		config.EnvDiscordGatewayURL: fd.GatewayURL(),
-		config.EnvConfigDir:         t.TempDir(),
+		config.EnvConfigDir:         configDir,
 		config.EnvPermissionMode:    "default",
 		config.EnvQueryTimeoutMS:    "10000",
 	}
@@ -99,6 +112,13 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 			ConnectTimeout:  waitLong,
 			ShutdownTimeout: waitLong,
 			Ready:           func() { close(ready) },
+			Clock:           o.clock,
+			ReloadInterval:  20 * time.Millisecond,
+			WebhookReady: func(addr string) {
+				if o.webhookAddr != nil {
+					o.webhookAddr <- addr
+				}
+			},
 		}, log)
 	}()
 	t.Cleanup(func() {

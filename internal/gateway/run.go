@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/schedule"
 )
 
 // Options adjust Run; the zero value is production.
@@ -29,6 +36,13 @@ type Options struct {
 	// Ready, if set, is called once the gateway is connected and taking
 	// prompts.
 	Ready func()
+	// Clock drives heartbeats and cron jobs; nil is the real clock.
+	Clock clockwork.Clock
+	// ReloadInterval is how often heartbeat.md and agents.md are checked
+	// for edits. Zero: 2 s.
+	ReloadInterval time.Duration
+	// WebhookReady, if set, is told the webhook listener's address.
+	WebhookReady func(addr string)
 }
 
 // Run is `gateway run`: it connects to Discord, takes prompts until ctx
@@ -47,9 +61,45 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err != nil {
 		return err
 	}
-	core, err := NewCore(cfg, CoreOptions{Backend: opts.Backend, Replier: bot}, log)
+	// The scheduler needs the queue, the queue's handler needs the
+	// scheduler (Done) and the hooks need the runtime: bind them in turn.
+	var sched *schedule.Scheduler
+	hooks := &hookRunner{}
+	core, err := NewCore(cfg, CoreOptions{
+		Backend: opts.Backend,
+		Replier: bot,
+		Hooks:   hooks,
+		OnDone:  func(e queue.Event, _ agent.Outcome) { sched.Done(e.ID) },
+	}, log)
 	if err != nil {
 		return err
+	}
+	sched, err = schedule.New(schedule.Options{
+		Enqueue:        core.Queue.Enqueue,
+		DefaultChannel: cfg.OutputChannelID,
+		Clock:          opts.Clock,
+		Log:            log,
+	})
+	if err != nil {
+		return err
+	}
+	hooks.instruction, hooks.process = sched.Hook, core.Runtime.Process
+	loaded := fingerprint(cfg.ConfigDir)
+	if err := sched.Reload(cfg.ConfigDir); err != nil {
+		log.Error().Err(err).Msg("schedule")
+	}
+	// Bind the webhook port before connecting, so a port in use fails the
+	// start at once; requests are served once Discord is ready.
+	var hooksHTTP *webhookServer
+	if cfg.WebhookAddr != "" {
+		h, err := newWebhookHandler(sched, cfg.Lookup, core.Queue, log)
+		if err != nil {
+			return err
+		}
+		if hooksHTTP, err = listenWebhooks(cfg.WebhookAddr, h, log.With().Str("component", "webhook").Logger()); err != nil {
+			return err
+		}
+		defer hooksHTTP.Close(context.Background())
 	}
 
 	// Runs get their own context: a signal starts the graceful shutdown,
@@ -74,7 +124,37 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		}
 		return err
 	}
+	// Timers, reloads and webhooks start once Discord can take replies.
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	defer stopBackground()
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		if err := sched.Run(bgCtx); err != nil {
+			log.Error().Err(err).Msg("schedule")
+		}
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reloadEvery := opts.ReloadInterval
+	if reloadEvery <= 0 {
+		reloadEvery = 2 * time.Second
+	}
+	go watchConfig(bgCtx, cfg.ConfigDir, loaded, reloadEvery, hup, sched, log.With().Str("component", "schedule").Logger())
+	if hooksHTTP != nil {
+		hooksHTTP.Serve()
+		if opts.WebhookReady != nil {
+			opts.WebhookReady(hooksHTTP.Addr())
+		}
+	}
+
 	log.Info().Str("backend", core.Backend.Name()).Str("config_dir", cfg.ConfigDir).Msg("gateway running")
+	if text := sched.Hook(schedule.HookStartup); text != "" {
+		if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookStartup, text, cfg.OutputChannelID)); err != nil {
+			log.Warn().Err(err).Msg("startup hook not queued")
+		}
+	}
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -87,6 +167,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 
 	bot.StopIntake()
+	if hooksHTTP != nil {
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
+		hooksHTTP.Close(closeCtx)
+		cancelClose()
+	}
+	stopBackground()
+	<-schedDone
+	// The shutdown hook is the last event accepted; the drain below waits
+	// for it with the rest.
+	if text := sched.Hook(schedule.HookShutdown); text != "" {
+		if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookShutdown, text, cfg.OutputChannelID)); err != nil {
+			log.Warn().Err(err).Msg("shutdown hook not queued")
+		}
+	}
 	timeout := opts.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = cfg.QueryTimeout + 30*time.Second

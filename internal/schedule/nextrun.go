@@ -3,6 +3,8 @@ package schedule
 import (
 	"time"
 
+	"github.com/go-co-op/gocron/v2"
+
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -32,4 +34,22 @@ func (s *Scheduler) NextRuns() []NextRun {
 		out = append(out, r)
 	}
 	return out
+}
+
+// NextAfter is the job's first run after now, in its Timezone or else in
+// def; it needs no running scheduler (`gateway doctor`).
+func (c CronJob) NextAfter(now time.Time, def *time.Location) (time.Time, error) {
+	loc := def
+	if c.Timezone != "" {
+		l, err := time.LoadLocation(c.Timezone)
+		if err != nil {
+			return time.Time{}, err
+		}
+		loc = l
+	}
+	cron := gocron.NewDefaultCron(false)
+	if err := cron.IsValid(c.Cron, loc, now); err != nil {
+		return time.Time{}, err
+	}
+	return cron.Next(now.In(loc)), nil
 }
