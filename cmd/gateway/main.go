@@ -4,6 +4,9 @@ package main
 
 import (
 	"os"
+	// Cron jobs name IANA time zones; embed the database so they work on
+	// machines and images without /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/agentgateway/gateway/internal/cli"
 )
