@@ -186,3 +186,59 @@ func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
 		}
 	}
 }
+
+// fakeClaude is a claude CLI that prints a recorded stream.
+func fakeClaude(t *testing.T, recording string) string {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("..", "..", "testdata", "claude", recording))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "claude")
+	body := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '2.1.330 (Claude Code)'; exit 0; fi\n/bin/cat >/dev/null\n/bin/cat '" + abs + "'\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+func TestDoctorOnlineLiveAndAll(t *testing.T) {
+	fd := fakediscord.Start(t)
+	dir := t.TempDir()
+	env := filepath.Join(dir, ".env")
+	os.WriteFile(env, []byte(strings.Join([]string{
+		"DISCORD_BOT_TOKEN=" + fakediscord.DefaultToken,
+		"DISCORD_API_BASE_URL=" + fd.APIBaseURL(),
+		"ANTHROPIC_API_KEY=sk-ant-test",
+		"AGENT_CLI_PATH=" + fakeClaude(t, "text.jsonl"),
+		"CONFIG_DIR=" + filepath.Join(dir, "config"),
+		"PERMISSION_MODE=acceptEdits",
+		"PATH=/nonexistent",
+	}, "\n")), 0o600)
+	t.Setenv("PATH", "/nonexistent") // no other CLI is found
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"doctor", "--online", "--live", "--all", "--env-file", env}, streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}})
+	got := out.String()
+	if code != exitOK {
+		t.Errorf("exit %d; the selected backend is healthy, other CLIs missing are warnings:\n%s", code, got)
+	}
+	for _, want := range []string{
+		"[ok  ] discord    DISCORD_BOT_TOKEN looks like a bot token (bot user id 1234567890123456789)",
+		"[ok  ] discord    Discord says the token belongs to the bot gatewaybot",
+		"[ok  ] agent-cli  claude 2.1.330 (Claude Code)",
+		"[ok  ] credentials claude: ANTHROPIC_API_KEY is set",
+		"[ok  ] live       claude answered \"Hello! I'm Tova",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, got)
+		}
+	}
+	for _, name := range backends.Names() {
+		if want := fmt.Sprintf("[warn] cli:%s", name); name != "claude" && !strings.Contains(got, want) {
+			t.Errorf("--all: doctor output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "sk-ant-test") || strings.Contains(got, fakediscord.DefaultToken) {
+		t.Error("doctor printed a secret")
+	}
+}

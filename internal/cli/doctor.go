@@ -8,12 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/schedule"
 )
@@ -22,6 +27,10 @@ type doctorOptions struct {
 	io      streams
 	envFile string
 	json    bool
+	// all checks every backend's CLI, not only the selected one.
+	all bool
+	// live runs one real agent turn; online asks Discord about the token.
+	live, online bool
 }
 
 func newDoctorCmd(io streams) *cobra.Command {
@@ -30,9 +39,15 @@ func newDoctorCmd(io streams) *cobra.Command {
 		Use:   "doctor",
 		Short: "Check the configuration, CONFIG_DIR and the agent CLI",
 		Long: `doctor reports every configuration problem at once, which persona files
-CONFIG_DIR holds, whether the selected agent CLI is installed and which
-version it is, and security warnings. It exits non-zero when something must
-be fixed before 'gateway run' can work.`,
+CONFIG_DIR holds, what heartbeat.md and agents.md schedule (and every problem
+in them, with its line), whether the selected agent CLI is installed, which
+version it is and whether the conformance suite covers that version, whether
+its credentials are set, whether the Discord token looks like one, and
+security warnings. It exits non-zero when something must be fixed before
+'gateway run' can work.
+
+--live runs one short agent turn (it costs a little); --online asks Discord
+whose token it is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
@@ -40,6 +55,9 @@ be fixed before 'gateway run' can work.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&opts.all, "all", false, "check every backend's CLI, not only AGENT_BACKEND's")
+	cmd.Flags().BoolVar(&opts.live, "live", false, "run one short agent turn through the selected backend")
+	cmd.Flags().BoolVar(&opts.online, "online", false, "ask Discord's REST API whose token DISCORD_BOT_TOKEN is")
 	return cmd
 }
 
@@ -74,7 +92,17 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 	if cfg != nil {
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
-		checks = append(checks, cliCheck(ctx, cfg))
+		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
+		names := []string{cfg.Backend}
+		if opts.all {
+			names = backends.Names()
+		}
+		for _, name := range names {
+			checks = append(checks, backendChecks(ctx, cfg, name, name == cfg.Backend)...)
+		}
+		if opts.live {
+			checks = append(checks, liveCheck(ctx, cfg))
+		}
 		for _, w := range cfg.Warnings() {
 			checks = append(checks, check{Name: "security", Detail: w, Warning: true})
 		}
@@ -128,23 +156,118 @@ func configDirChecks(dir string) []check {
 	return out
 }
 
-// cliCheck finds the agent CLI and asks it for its version.
-func cliCheck(ctx context.Context, cfg *config.Config) check {
-	bin := cfg.AgentBinary
-	if bin == "" {
-		bin = cfg.Backend
+// backendChecks finds a backend's CLI, asks it for its version, compares
+// that with the version the conformance suite covers, and looks for its
+// credentials. Findings about a backend other than the selected one are
+// warnings: they do not stop this configuration.
+func backendChecks(ctx context.Context, cfg *config.Config, name string, selected bool) []check {
+	name = strings.ToLower(name)
+	label := "agent-cli"
+	if !selected {
+		label = "cli:" + name
 	}
+	soft := func(c check) check {
+		if !selected && !c.OK {
+			c.Warning = true
+		}
+		return c
+	}
+	bin := name
+	if selected && cfg.AgentBinary != "" {
+		bin = cfg.AgentBinary
+	}
+	var out []check
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		return check{Name: "agent-cli", Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}
+		return append(out, soft(check{Name: label, Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	raw, err := exec.CommandContext(ctx, path, "--version").Output()
 	if err != nil {
-		return check{Name: "agent-cli", Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}
+		return append(out, soft(check{Name: label, Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}))
 	}
-	return check{Name: "agent-cli", OK: true, Detail: fmt.Sprintf("%s %s", bin, strings.TrimSpace(string(out)))}
+	version := strings.TrimSpace(string(raw))
+	out = append(out, check{Name: label, OK: true, Detail: fmt.Sprintf("%s %s (%s)", name, version, path)})
+	if tested, ok := backends.Tested[name]; ok {
+		if v := semver.FindString(version); v != tested {
+			out = append(out, check{Name: label, Warning: true, Detail: fmt.Sprintf("%s %s is not the version the conformance suite covers (%s): CLIs change flags and output between versions; run `make conformance` with it before relying on it", name, v, tested)})
+		}
+	}
+	if ok, which := cfg.HasCredential(name); ok {
+		detail := "no key needed from the gateway"
+		switch {
+		case which != "":
+			detail = which + " is set"
+		case cfg.UseCLILogin:
+			detail = "AGENT_USE_CLI_LOGIN=true: the CLI's own login is used"
+		case name == config.BackendOpencode:
+			detail = "opencode keeps its keys in its own config (opencode auth login)"
+		}
+		out = append(out, check{Name: "credentials", OK: true, Detail: name + ": " + detail})
+	} else {
+		out = append(out, soft(check{Name: "credentials", Detail: fmt.Sprintf("%s needs %s (or AGENT_USE_CLI_LOGIN=true if the CLI is logged in)", name, strings.Join(config.Credentials(name), " or "))}))
+	}
+	return out
+}
+
+// semver finds a CLI's version number in its --version output.
+var semver = regexp.MustCompile(`\d+\.\d+\.\d+`)
+
+// discordChecks checks the token's shape and, online, asks Discord whose it
+// is.
+func discordChecks(ctx context.Context, cfg *config.Config, online bool) []check {
+	if cfg.DiscordToken == "" {
+		return nil // reported with the config problems
+	}
+	id, err := discord.TokenShape(cfg.DiscordToken)
+	if err != nil {
+		return []check{{Name: "discord", Detail: "DISCORD_BOT_TOKEN " + err.Error()}}
+	}
+	out := []check{{Name: "discord", OK: true, Detail: fmt.Sprintf("DISCORD_BOT_TOKEN looks like a bot token (bot user id %d)", id)}}
+	if online {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		name, err := discord.CheckToken(ctx, discord.Options{Token: cfg.DiscordToken, APIBaseURL: cfg.DiscordAPIBaseURL})
+		if err != nil {
+			out = append(out, check{Name: "discord", Detail: err.Error()})
+		} else {
+			out = append(out, check{Name: "discord", OK: true, Detail: "Discord says the token belongs to the bot " + name})
+		}
+	}
+	return out
+}
+
+// liveCheck runs one short turn through the selected backend, in a
+// scratch directory, with no tools that write.
+func liveCheck(ctx context.Context, cfg *config.Config) check {
+	backend, err := gateway.NewBackend(cfg, zerolog.Nop())
+	if err != nil {
+		return check{Name: "live", Detail: err.Error()}
+	}
+	dir, err := os.MkdirTemp("", "gateway-doctor-")
+	if err != nil {
+		return check{Name: "live", Detail: err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := backend.Run(ctx, backends.Request{
+		Prompt:         "Reply with the single word: pong",
+		WorkDir:        dir,
+		Model:          cfg.Model,
+		PermissionMode: "plan",
+		MaxTurns:       1,
+	}, nil)
+	if err != nil {
+		return check{Name: "live", Detail: fmt.Sprintf("one turn through %s failed: %v", cfg.Backend, err)}
+	}
+	reply := strings.TrimSpace(res.Text)
+	if len(reply) > 60 {
+		reply = reply[:60] + "…"
+	}
+	return check{Name: "live", OK: true, Detail: fmt.Sprintf("%s answered %q in %s, cost $%.4f", cfg.Backend, reply, time.Since(start).Round(time.Millisecond), res.CostUSD)}
 }
 
 // scheduleChecks lists what heartbeat.md and agents.md schedule (cron jobs

@@ -147,3 +147,25 @@ var backendEnv = map[string][]string{
 	BackendOpencode: {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENCODE_"},
 	BackendPi:       {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "PI_"},
 }
+
+// Credentials returns the variables of which the named backend needs one
+// (nil when the gateway cannot tell, as for opencode).
+func Credentials(backend string) []string {
+	return append([]string(nil), backendCredentials[backend]...)
+}
+
+// HasCredential reports whether one of the backend's credential variables
+// is set (or AGENT_USE_CLI_LOGIN waives them, or it needs none), and which
+// one.
+func (c *Config) HasCredential(backend string) (bool, string) {
+	names := backendCredentials[backend]
+	if len(names) == 0 || c.UseCLILogin {
+		return true, ""
+	}
+	for _, n := range names {
+		if c.ProviderEnv[n] != "" {
+			return true, n
+		}
+	}
+	return false, ""
+}

@@ -25,7 +25,7 @@ import (
 
 // Defaults for a started server.
 const (
-	DefaultToken   = "fake-bot-token"
+	DefaultToken   = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GfAkEs.fake-discord-bot-token-for-tests"
 	BotUsername    = "gatewaybot"
 	heartbeatEvery = 41250 // ms, Discord's usual interval
 )

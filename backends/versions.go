@@ -1,0 +1,8 @@
+package backends
+
+// Tested lists, per backend, the CLI versions the conformance suite runs
+// against (`make conformance`). `gateway doctor` compares the installed CLI
+// with it: CLIs change their flags and stream formats between versions.
+var Tested = map[string]string{
+	"claude": "2.1.330",
+}
