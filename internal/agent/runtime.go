@@ -137,6 +137,12 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		r.hooks.AgentBegin(ctx, e)
 	}
 	out := r.turn(ctx, e, log)
+	if errors.Is(context.Cause(ctx), queue.ErrStopped) {
+		// Stopped on request (/claude-stop): whoever stopped it has been
+		// told; a "cancelled" notice would only repeat it.
+		log.Info().Msg("stopped on request")
+		out.Reply = ""
+	}
 	quiet := e.Kind == queue.KindHeartbeat && out.Err == nil && HeartbeatOK(out.Reply)
 	if out.Reply != "" && e.ChannelID != "" && !quiet {
 		if err := r.out.Reply(ctx, e, out.Reply); err != nil {

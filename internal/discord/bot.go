@@ -72,10 +72,11 @@ type Options struct {
 	FastReconnect bool
 }
 
-// Intake is where accepted prompts go and where /claude-reset forgets a
-// channel's session.
+// Intake is where accepted prompts go, and what /claude-stop stops.
 type Intake interface {
 	Enqueue(queue.Event) (queue.Receipt, error)
+	// Stop cancels the lane's running event and drops its waiting ones.
+	Stop(lane string) (running bool, dropped []queue.Event)
 }
 
 // SessionResetter forgets a channel's session binding.

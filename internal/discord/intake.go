@@ -34,6 +34,7 @@ const (
 const (
 	commandPrompt = "claude"
 	commandReset  = "claude-reset"
+	commandStop   = "claude-stop"
 )
 
 func busyNotice(depth int) string {
@@ -244,12 +245,16 @@ func (b *Bot) registerCommands(app discord.AppID) {
 			Name:        commandReset,
 			Description: "Forget this channel's conversation; the next prompt starts a new session",
 		},
+		{
+			Name:        commandStop,
+			Description: "Stop the agent's work in this channel now, and drop the prompts waiting here",
+		},
 	}
 	if _, err := b.client(b.ctx).BulkOverwriteCommands(app, cmds); err != nil {
 		b.log.Error().Err(err).Msg("could not register the slash commands; mentions still work")
 		return
 	}
-	b.log.Info().Strs("commands", []string{"/" + commandPrompt, "/" + commandReset}).Msg("slash commands registered")
+	b.log.Info().Strs("commands", []string{"/" + commandPrompt, "/" + commandReset, "/" + commandStop}).Msg("slash commands registered")
 }
 
 func (b *Bot) onInteraction(ev *gateway.InteractionCreateEvent) {
@@ -270,6 +275,8 @@ func (b *Bot) onInteraction(ev *gateway.InteractionCreateEvent) {
 	switch cmd.Name {
 	case commandReset:
 		go b.reset(ev)
+	case commandStop:
+		b.stop(ev)
 	case commandPrompt:
 		b.slashPrompt(ev, cmd, user.ID)
 	}
@@ -287,6 +294,58 @@ func (b *Bot) reset(ev *gateway.InteractionCreateEvent) {
 	default:
 		b.respond(ev, resetNothing, false)
 	}
+}
+
+// stop is /claude-stop: the channel's running turn is cancelled (its CLI's
+// process group killed) and its waiting prompts are dropped, each told so.
+func (b *Bot) stop(ev *gateway.InteractionCreateEvent) {
+	b.mu.Lock()
+	running, dropped := b.intake.Stop(ev.ChannelID.String())
+	var marks []*mark
+	var pending []*interaction
+	for _, e := range dropped {
+		if mk := b.marks[e.ID]; mk != nil {
+			marks = append(marks, mk)
+			delete(b.marks, e.ID)
+		}
+		if in := b.interactions[e.ReplyTo]; in != nil {
+			pending = append(pending, in)
+			delete(b.interactions, e.ReplyTo)
+		}
+	}
+	b.mu.Unlock()
+	b.log.Info().Str("channel", ev.ChannelID.String()).Bool("running", running).Int("dropped", len(dropped)).Msg("stopped on request")
+
+	text := stopNotice(running, len(dropped))
+	go func() {
+		b.respond(ev, text, false)
+		for _, mk := range marks {
+			<-mk.placed
+			if err := b.client(b.ctx).Unreact(mk.channel, mk.message, waitingEmoji); err != nil {
+				b.log.Debug().Err(err).Msg("could not remove the waiting mark")
+			}
+		}
+		for _, in := range pending {
+			b.answerInteraction(b.ctx, in, []string{"Dropped by /claude-stop."})
+		}
+	}()
+}
+
+func stopNotice(running bool, dropped int) string {
+	var s string
+	if running {
+		s = "Stopped the prompt that was running."
+	} else {
+		s = "Nothing was running in this channel."
+	}
+	switch dropped {
+	case 0:
+	case 1:
+		s += " Dropped 1 waiting prompt."
+	default:
+		s += fmt.Sprintf(" Dropped %d waiting prompts.", dropped)
+	}
+	return s
 }
 
 // slashPrompt takes a /claude command: the prompt is exactly the option's

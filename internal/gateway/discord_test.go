@@ -268,7 +268,7 @@ func TestSlashCommands(t *testing.T) {
 		} `json:"options"`
 	}
 	json.Unmarshal(h.fd.Commands(), &cmds)
-	if len(cmds) != 2 || cmds[0].Name != "claude" || cmds[1].Name != "claude-reset" ||
+	if len(cmds) != 3 || cmds[0].Name != "claude" || cmds[1].Name != "claude-reset" || cmds[2].Name != "claude-stop" ||
 		len(cmds[0].Options) != 1 || cmds[0].Options[0].Name != "prompt" || !cmds[0].Options[0].Required {
 		t.Fatalf("registered commands = %s", h.fd.Commands())
 	}
@@ -653,5 +653,44 @@ func TestIntakeKeepsChannelOrder(t *testing.T) {
 		if want := fmt.Sprintf("echo: prompt %02d", i); m.Content != want {
 			t.Fatalf("reply %d = %q, want %q", i, m.Content, want)
 		}
+	}
+}
+
+func TestStopCommandKillsTheRunAndDropsWaitingPrompts(t *testing.T) {
+	started := make(chan string, 10)
+	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		started <- req.Prompt
+		if req.Prompt == "forever" {
+			<-ctx.Done()
+			return backends.Result{}, &backends.Error{Kind: backends.KindCanceled, Err: ctx.Err()}
+		}
+		return backends.Result{SessionID: "s", Text: "done " + req.Prompt}, nil
+	}})
+	h.mention(h.channel, "forever")
+	if p := <-started; p != "forever" {
+		t.Fatalf("first run = %q", p)
+	}
+	queued := h.mention(h.channel, "queued")
+	reactPath := "/channels/" + h.channel.String() + "/messages/" + queued.ID.String() + "/reactions/"
+	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 1 })
+
+	stop := h.fd.Interact(h.channel, h.user, "claude-stop", nil)
+	h.fd.Wait(t, "stop answer", waitLong, func() bool { return len(h.fd.Callbacks(stop)) == 1 })
+	for _, a := range h.fd.Answers() {
+		if a.Interaction == stop && a.Content != "Stopped the prompt that was running. Dropped 1 waiting prompt." {
+			t.Errorf("stop answer = %q", a.Content)
+		}
+	}
+	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 1 })
+	h.fd.Wait(t, "the run to end", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
+
+	// The channel works again, and the stopped run posted nothing.
+	h.mention(h.channel, "next")
+	msgs := h.waitReplies(h.channel, 1)
+	if len(msgs) != 1 || msgs[0].Content != "done next" {
+		t.Errorf("messages = %+v, want only the next prompt's reply", msgs)
+	}
+	if got := prompts(h.backend); strings.Join(got, "|") != "forever|next" {
+		t.Errorf("runs = %q; the dropped prompt must not run", got)
 	}
 }

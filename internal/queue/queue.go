@@ -78,6 +78,8 @@ type lane struct {
 	events []Event // waiting events in id order
 	busy   bool
 	index  int // position in the ready heap, -1 when absent
+	// stop cancels the running event's context (Stop); nil when idle.
+	stop context.CancelCauseFunc
 }
 
 // New returns a queue that passes events to handler once Run is called.
@@ -228,13 +230,54 @@ func (q *Queue) dispatchLocked() {
 		l.busy = true
 		q.waiting--
 		q.running++
-		go q.run(q.ctx, l, e)
+		ctx, stop := context.WithCancelCause(q.ctx)
+		l.stop = stop
+		go q.run(ctx, l, e)
 	}
 }
 
 func (q *Queue) run(ctx context.Context, l *lane, e Event) {
 	defer q.finish(l, e.ID)
 	q.handler(ctx, e)
+}
+
+// ErrStopped is the cause of a running event's cancellation by Stop.
+var ErrStopped = errors.New("stopped on request")
+
+// Stop stops a lane's work at once: the running event's context is
+// cancelled with cause ErrStopped (the handler sees it and should return
+// promptly) and the lane's waiting events are dropped. It returns whether an
+// event was running and the dropped events.
+func (q *Queue) Stop(laneName string) (running bool, dropped []Event) {
+	q.mu.Lock()
+	l := q.lanes[laneName]
+	if l == nil {
+		q.mu.Unlock()
+		return false, nil
+	}
+	dropped, l.events = l.events, nil
+	q.waiting -= len(dropped)
+	if l.index >= 0 {
+		heap.Remove(&q.ready, l.index)
+	}
+	running = l.busy
+	if running && l.stop != nil {
+		l.stop(ErrStopped)
+	}
+	if !l.busy {
+		delete(q.lanes, l.name)
+	}
+	close(q.changed)
+	q.changed = make(chan struct{})
+	q.mu.Unlock()
+	if q.opts.Journal != nil {
+		for _, e := range dropped {
+			if err := q.opts.Journal.Done(e.ID); err != nil && q.opts.OnJournalError != nil {
+				q.opts.OnJournalError(e.ID, err)
+			}
+		}
+	}
+	return running, dropped
 }
 
 func (q *Queue) finish(l *lane, id uint64) {
@@ -247,6 +290,10 @@ func (q *Queue) finish(l *lane, id uint64) {
 	defer q.mu.Unlock()
 	q.running--
 	l.busy = false
+	if l.stop != nil {
+		l.stop(nil)
+		l.stop = nil
+	}
 	if len(l.events) > 0 {
 		heap.Push(&q.ready, l)
 	} else {

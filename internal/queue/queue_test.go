@@ -343,3 +343,44 @@ func BenchmarkEnqueueDispatch(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+func TestStopCancelsTheRunningEventAndDropsTheLanesWaiting(t *testing.T) {
+	var causes sync.Map
+	r := newRecorder(false)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 2}, func(ctx context.Context, e Event) {
+		r.handle(ctx, e)
+		causes.Store(e.ID, context.Cause(ctx))
+	})
+	runQueue(t, q)
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}) // 1, runs
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "b"}) // 2, runs
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}) // 3, waits
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}) // 4, waits
+	waitStarted(t, r)
+	waitStarted(t, r)
+
+	running, dropped := q.Stop("a")
+	if !running || len(dropped) != 2 || dropped[0].ID != 3 || dropped[1].ID != 4 {
+		t.Fatalf("Stop = %v, %v; want the running event stopped and 3, 4 dropped", running, dropped)
+	}
+	if q.Len() != 0 {
+		t.Errorf("Len = %d after Stop, want 0", q.Len())
+	}
+	// The lane takes new work again; b was not touched.
+	rc, _ := q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"})
+	if id := waitStarted(t, r); id != rc.Event.ID {
+		t.Fatalf("started %d, want %d", id, rc.Event.ID)
+	}
+	close(r.gate(2))
+	close(r.gate(rc.Event.ID))
+	drain(t, q)
+	if c, _ := causes.Load(uint64(1)); !errors.Is(c.(error), ErrStopped) {
+		t.Errorf("event 1 cause = %v, want ErrStopped", c)
+	}
+	if c, _ := causes.Load(uint64(2)); c != nil {
+		t.Errorf("event 2 cause = %v, want none", c)
+	}
+	if running, dropped := q.Stop("idle"); running || dropped != nil {
+		t.Errorf("Stop(idle lane) = %v, %v", running, dropped)
+	}
+}
