@@ -67,6 +67,12 @@ type Options struct {
 	// CatchUpTimeout bounds the history fetch after a reconnect that could
 	// not resume. Zero means 20 s.
 	CatchUpTimeout time.Duration
+	// StatePath, if set, keeps the newest message seen per channel across
+	// restarts (StateFile in CONFIG_DIR): at start the bot answers the
+	// prompts posted while it was down.
+	StatePath string
+	// MaxCatchUpAge skips missed prompts older than this; zero means 6 h.
+	MaxCatchUpAge time.Duration
 	// FastReconnect drops arikawa's identify throttle and shortens its
 	// reconnect delay; only for tests against a local fake.
 	FastReconnect bool
@@ -117,6 +123,12 @@ type Bot struct {
 	interactions map[string]*interaction
 	readies      int
 	registered   bool
+	// restored is set when lastSeen came from StatePath: the first READY
+	// catches up too. dirty marks lastSeen changed since the last save.
+	restored bool
+	dirty    bool
+	// persisted is closed when the state has been saved at Close.
+	persisted chan struct{}
 	// ctx lives as long as the connection; background work uses it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -163,6 +175,9 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	if opts.CatchUpTimeout <= 0 {
 		opts.CatchUpTimeout = 20 * time.Second
 	}
+	if opts.MaxCatchUpAge <= 0 {
+		opts.MaxCatchUpAge = 6 * time.Hour
+	}
 	rt, err := newTransport(opts.Transport, opts.APIBaseURL)
 	if err != nil {
 		return nil, err
@@ -208,6 +223,15 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		interactions: make(map[string]*interaction),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if opts.StatePath != "" {
+		last, err := loadState(opts.StatePath)
+		if err != nil {
+			log.Warn().Err(withoutPath(err)).Str("file", StateFile).Msg("ignoring the Discord state file: prompts sent while the gateway was down are not answered")
+		}
+		b.lastSeen, b.restored = last, len(last) > 0
+		b.persisted = make(chan struct{})
+		go b.persist(5 * time.Second)
+	}
 	// Sync handlers run in the gateway's order; intake must not reorder.
 	b.state.AddSyncHandler(b.onReady)
 	b.state.AddSyncHandler(b.onResumed)
@@ -305,6 +329,9 @@ func (b *Bot) StopIntake() {
 // Close disconnects from Discord and stops background work.
 func (b *Bot) Close() error {
 	b.cancel()
+	if b.persisted != nil {
+		<-b.persisted
+	}
 	b.mu.Lock()
 	for id, stop := range b.typing {
 		stop()
@@ -321,7 +348,7 @@ func (b *Bot) onReady(r *gateway.ReadyEvent) {
 	b.appID.Store(uint64(r.Application.ID))
 	b.mu.Lock()
 	b.readies++
-	again := b.readies > 1
+	again := b.readies > 1 || b.restored
 	register := !b.registered
 	b.registered = true
 	b.mu.Unlock()
@@ -331,8 +358,8 @@ func (b *Bot) onReady(r *gateway.ReadyEvent) {
 		go b.registerCommands(r.Application.ID)
 	}
 	if again {
-		// A new session, not a resumed one: Discord will not replay what
-		// it sent while the bot was away.
+		// A new session, not a resumed one (or a restart): Discord will
+		// not replay what it sent while the bot was away.
 		b.catchUp()
 	}
 }

@@ -74,6 +74,7 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		return
 	}
 	b.lastSeen[m.ChannelID] = seen{message: m.ID, guild: m.GuildID}
+	b.dirty = true
 	b.mu.Unlock()
 
 	botID := b.me()
@@ -211,7 +212,7 @@ func (b *Bot) catchUp() {
 	b.mu.Unlock()
 
 	c := b.client(ctx)
-	total := 0
+	total, skipped := 0, 0
 	for ch, after := range since {
 		msgs, err := c.MessagesAfter(ch, after.message, 500)
 		if err != nil {
@@ -224,11 +225,18 @@ func (b *Bot) catchUp() {
 			// History carries no guild id; without it a guild message
 			// would pass for a direct message.
 			m.ChannelID, m.GuildID = ch, after.guild
+			if age := time.Since(m.ID.Time()); age > b.opts.MaxCatchUpAge {
+				b.mu.Lock()
+				b.lastSeen[ch] = seen{message: m.ID, guild: after.guild}
+				b.mu.Unlock()
+				skipped++
+				continue
+			}
 			b.handleMessage(m, nil)
 		}
 		total += len(msgs)
 	}
-	b.log.Info().Int("channels", len(since)).Int("messages", total).Msg("caught up after reconnecting")
+	b.log.Info().Int("channels", len(since)).Int("messages", total).Int("too_old", skipped).Msg("caught up on messages sent while disconnected")
 }
 
 // registerCommands installs /claude and /claude-reset for the application.

@@ -53,14 +53,21 @@ type harnessOptions struct {
 	clock clockwork.Clock
 	// webhookAddr receives the webhook listener's address.
 	webhookAddr chan string
+	// fd and configDir, if set, are reused (a restart).
+	fd        *fakediscord.Server
+	configDir string
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
-	fd := fakediscord.Start(t)
+	fd := o.fd
 	h := &harness{t: t, fd: fd, backend: &backends.Fake{Respond: o.respond}, logs: &syncBuffer{}}
-	h.guild, h.channel = fd.AddGuild("test")
-	h.user = fd.User("alice")
+	if fd == nil {
+		fd = fakediscord.Start(t)
+		h.fd = fd
+		h.guild, h.channel = fd.AddGuild("test")
+		h.user = fd.User("alice")
+	}
 	if o.setup != nil {
 		for k, v := range o.setup(h) {
 			o.env = withEnv(o.env, k, v)
@@ -70,7 +77,10 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 	if token == "" {
 		token = fakediscord.DefaultToken
 	}
-	configDir := t.TempDir()
+	configDir := o.configDir
+	if configDir == "" {
+		configDir = t.TempDir()
+	}
 	for name, content := range o.files {
 		if err := os.WriteFile(filepath.Join(configDir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -692,5 +702,33 @@ func TestStopCommandKillsTheRunAndDropsWaitingPrompts(t *testing.T) {
 	}
 	if got := prompts(h.backend); strings.Join(got, "|") != "forever|next" {
 		t.Errorf("runs = %q; the dropped prompt must not run", got)
+	}
+}
+
+func TestRestartAnswersPromptsSentWhileDown(t *testing.T) {
+	first := startGateway(t, harnessOptions{})
+	first.mention(first.channel, "before")
+	first.waitReplies(first.channel, 1)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// While the gateway is down.
+	first.mention(first.channel, "while down")
+	first.fd.Post(first.channel, first.user, "chatter, not a prompt")
+
+	second := startGateway(t, harnessOptions{fd: first.fd, configDir: first.cfg.ConfigDir})
+	second.guild, second.channel, second.user = first.guild, first.channel, first.user
+	msgs := second.waitReplies(second.channel, 2)
+	second.mention(second.channel, "after")
+	msgs = second.waitReplies(second.channel, 3)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Content)
+	}
+	if want := "echo: before|echo: while down|echo: after"; strings.Join(got, "|") != want {
+		t.Errorf("replies = %q, want %q", got, want)
+	}
+	if got := prompts(second.backend); strings.Join(got, "|") != "while down|after" {
+		t.Errorf("second gateway ran %q; the prompt answered before the restart must not run again", got)
 	}
 }

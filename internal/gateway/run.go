@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -57,6 +58,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.APIBaseURL = cfg.DiscordAPIBaseURL
 	dopts.GatewayURL = cfg.DiscordGatewayURL
 	dopts.Access = discord.NewAccess(cfg.AllowedUserIDs, cfg.AllowedChannelIDs, cfg.AllowedGuildIDs)
+	dopts.StatePath = filepath.Join(cfg.ConfigDir, discord.StateFile)
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {
 		return err
@@ -119,6 +121,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err != nil {
 		cancelRuns()
 		<-queueDone
+		bot.Close()
 		if ctx.Err() != nil {
 			return nil
 		}
