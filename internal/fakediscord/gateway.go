@@ -65,7 +65,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		s.mu.Lock()
-		s.frames = append(s.frames, Frame{FromBot: true, Op: f.Op, Data: f.Data})
+		s.frames = append(s.frames, Frame{FromBot: true, Op: f.Op, Data: f.Data, Time: time.Now()})
 		if s.conn == c {
 			s.handleLocked(c, f)
 		}
@@ -157,6 +157,7 @@ func (s *Server) sendLocked(c *conn, op int, t string, seq int64, d any) {
 }
 
 func (s *Server) writeLocked(c *conn, f Frame) {
+	f.Time = time.Now()
 	s.frames = append(s.frames, f)
 	b, _ := json.Marshal(frame{Op: f.Op, Data: f.Data, Seq: f.Seq, Type: f.Type})
 	c.wmu.Lock()

@@ -50,6 +50,8 @@ type Frame struct {
 	Type    string
 	Seq     int64
 	Data    json.RawMessage
+	// Time is when the frame was sent or received.
+	Time time.Time
 }
 
 // Message is a message as the fake stores it.
@@ -138,6 +140,13 @@ type gwSession struct {
 // Start runs a fake Discord until the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	s := New()
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// New runs a fake Discord until Close (benchmarks, tools).
+func New() *Server {
 	s := &Server{
 		Token:     DefaultToken,
 		channels:  map[discord.ChannelID]*channel{},
@@ -152,7 +161,6 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("/gateway", s.serveGateway)
 	mux.HandleFunc("/api/v9/", s.serveREST)
 	s.HTTP = httptest.NewServer(mux)
-	tb.Cleanup(s.Close)
 	return s
 }
 
