@@ -184,6 +184,7 @@ func (s *Server) createMessageLocked(c *channel, body []byte) (int, any) {
 		m.Reference = &discord.MessageReference{MessageID: in.MessageReference.MessageID, ChannelID: c.ID}
 	}
 	c.messages = append(c.messages, m)
+	s.botMessages++
 	if nonce != "" {
 		c.nonces[nonce] = m
 	}

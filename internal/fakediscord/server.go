@@ -10,6 +10,7 @@
 package fakediscord
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -119,6 +120,7 @@ type Server struct {
 	offline                       bool
 	session                       *gwSession
 	identifies, resumes, connects int
+	botMessages                   int
 	// changed is closed and replaced whenever state changes (Wait).
 	changed chan struct{}
 }
@@ -368,6 +370,13 @@ func (s *Server) BotMessages(ch discord.ChannelID) []Message {
 	return out
 }
 
+// BotMessageCount is how many messages the bot has posted in all channels.
+func (s *Server) BotMessageCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.botMessages
+}
+
 // Answers returns interaction responses and follow-ups, in order.
 func (s *Server) Answers() []Message {
 	s.mu.Lock()
@@ -407,22 +416,33 @@ func (s *Server) Connected() bool {
 // is evaluated without the server's lock held.
 func (s *Server) Wait(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
 	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := s.WaitUntil(ctx, cond); err != nil {
+		tb.Fatalf("fakediscord: timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// WaitUntil blocks until cond holds or ctx ends. cond is evaluated whenever
+// the server's state changes, and every 20 ms for conditions that depend
+// on state outside the server.
+func (s *Server) WaitUntil(ctx context.Context, cond func() bool) error {
 	for {
 		s.mu.Lock()
 		ch := s.changed
 		s.mu.Unlock()
 		if cond() {
-			return
+			return nil
 		}
+		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ch:
-		case <-time.After(20 * time.Millisecond):
-			// Conditions may depend on state outside the server.
-		case <-deadline.C:
-			tb.Fatalf("fakediscord: timed out after %v waiting for %s", timeout, what)
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
 		}
+		t.Stop()
 	}
 }
 

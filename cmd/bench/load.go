@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/fakediscord"
+	"github.com/agentgateway/gateway/internal/gateway"
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// loadResult is what the load run measured.
+type loadResult struct {
+	// In and Out are the gateway's overhead per event at 1 and 100 busy
+	// channels: Discord message sent -> backend called, and backend
+	// returned -> reply POSTed.
+	In1, Out1, In100, Out100 []time.Duration
+	Channels, Events         int
+	RSSAfterKB               int
+	RSSAfterIdleKB           int
+	Goroutines               int
+}
+
+// sent is when the fake Discord was asked to send a message, by its text.
+type sentLog struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (s *sentLog) post(fd *fakediscord.Server, ch discord.ChannelID, user discord.User, key string) {
+	s.mu.Lock()
+	s.at[key] = time.Now()
+	s.mu.Unlock()
+	fd.Post(ch, user, fakediscord.Mention(fd.Bot)+" "+key, fd.Bot)
+}
+
+// runLoad starts this tool's child mode (the gateway with an instant
+// backend) and drives it: overhead at 1 and at 100 busy channels, then
+// enough traffic for 1,000 channels and 10,000 events, then RSS.
+func runLoad(self string) (loadResult, error) {
+	var res loadResult
+	fd := fakediscord.New()
+	defer fd.Close()
+	guild, first := fd.AddGuild("bench")
+	channels := []discord.ChannelID{first}
+	for len(channels) < 1000 {
+		channels = append(channels, fd.AddChannel(fakediscord.Channel{GuildID: guild, Type: discord.GuildText, Name: fmt.Sprint("c", len(channels))}))
+	}
+	user := fd.User("bench")
+	dir, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir,
+		"MAX_CONCURRENT_QUERIES=100", "MAX_QUEUE_DEPTH=100000"), true)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	select {
+	case <-p.ready:
+	case <-time.After(60 * time.Second):
+		return res, fmt.Errorf("child gateway not ready")
+	}
+
+	sent := &sentLog{at: map[string]time.Time{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	events := 0
+	waitReplies := func(n int) error {
+		return fd.WaitUntil(ctx, func() bool { return fd.BotMessageCount() >= n })
+	}
+
+	// 1 busy channel: one prompt at a time.
+	var keys1 []string
+	for i := range 300 {
+		key := fmt.Sprintf("a%d", i)
+		sent.post(fd, channels[0], user, key)
+		events++
+		if err := waitReplies(events); err != nil {
+			return res, fmt.Errorf("1 channel: %w", err)
+		}
+		keys1 = append(keys1, key)
+	}
+	// 100 busy channels: each with one prompt in flight at a time.
+	var wg sync.WaitGroup
+	var keysMu sync.Mutex
+	var keys100 []string
+	for c := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := channels[c]
+			for i := range 30 {
+				key := fmt.Sprintf("b%d-%d", c, i)
+				before := countIn(fd, ch)
+				sent.post(fd, ch, user, key)
+				if fd.WaitUntil(ctx, func() bool { return countIn(fd, ch) > before }) != nil {
+					return
+				}
+				keysMu.Lock()
+				keys100 = append(keys100, key)
+				keysMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	events += 100 * 30
+	if err := waitReplies(events); err != nil {
+		return res, fmt.Errorf("100 channels: %w", err)
+	}
+	// Every channel at least one turn, 10,000 events in all, 100 at a time.
+	for i := 0; events < 10000; i++ {
+		ch := channels[(100+i)%len(channels)]
+		sent.post(fd, ch, user, fmt.Sprintf("c%d", i))
+		events++
+		if events%100 == 0 {
+			if err := waitReplies(events); err != nil {
+				return res, fmt.Errorf("fill: %w", err)
+			}
+		}
+	}
+	if err := waitReplies(events); err != nil {
+		return res, err
+	}
+	res.Channels, res.Events = len(channels), events
+	if res.RSSAfterKB, err = rssKB(p.cmd.Process.Pid); err != nil {
+		return res, err
+	}
+
+	posted := replyTimes(fd)
+	overhead := func(keys []string) (in, out []time.Duration) {
+		for _, k := range keys {
+			run, ok := p.run(k)
+			sentAt, okSent := sent.at[k]
+			postAt, okPost := posted[k]
+			if !ok || !okSent || !okPost {
+				continue
+			}
+			in = append(in, time.Unix(0, run[0]).Sub(sentAt))
+			out = append(out, postAt.Sub(time.Unix(0, run[1])))
+		}
+		return in, out
+	}
+	res.In1, res.Out1 = overhead(keys1)
+	res.In100, res.Out100 = overhead(keys100)
+
+	// Settled: after 10 s without traffic.
+	time.Sleep(10 * time.Second)
+	res.RSSAfterIdleKB, _ = rssKB(p.cmd.Process.Pid)
+	res.Goroutines = p.goroutineCount()
+	return res, nil
+}
+
+func countIn(fd *fakediscord.Server, ch discord.ChannelID) int {
+	return len(fd.BotMessages(ch))
+}
+
+// replyTimes maps each reply's key ("ok <key>") to when its POST arrived.
+func replyTimes(fd *fakediscord.Server) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, r := range fd.Requests() {
+		if r.Method != "POST" || !strings.HasSuffix(r.Path, "/messages") || r.Status != 200 {
+			continue
+		}
+		var body struct {
+			Content string `json:"content"`
+		}
+		if json.Unmarshal(r.Body, &body) == nil {
+			if key, ok := strings.CutPrefix(body.Content, "ok "); ok {
+				if _, seen := out[key]; !seen {
+					out[key] = r.Time
+				}
+			}
+		}
+	}
+	return out
+}
+
+// throughput pushes n events over 100 channels through queue + runtime with
+// the instant fake backend, in this process, and returns events/s.
+func throughput(n int) (float64, error) {
+	dir, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{
+		"CONFIG_DIR=" + dir, "MAX_QUEUE_DEPTH=10000000", "MAX_CONCURRENT_QUERIES=8", "PERMISSION_MODE=acceptEdits",
+	}})
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	core, err := gateway.NewCore(cfg, gateway.CoreOptions{Backend: &backends.Fake{}, Replier: countingReplier{&wg}}, zerolog.Nop())
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go core.Run(ctx)
+	wg.Add(n)
+	start := time.Now()
+	for i := range n {
+		if _, err := core.Queue.Enqueue(queue.Event{Kind: queue.KindMessage, ChannelID: fmt.Sprint(i % 100), Text: "hi"}); err != nil {
+			return 0, err
+		}
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+type countingReplier struct{ wg *sync.WaitGroup }
+
+func (c countingReplier) Reply(context.Context, queue.Event, string) error {
+	c.wg.Done()
+	return nil
+}
+
+// percentile returns the p-th percentile (0-100) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}

@@ -1,0 +1,219 @@
+// Command bench measures the gateway's footprint and speed and writes
+// BENCHMARKS.md (make bench); with -footprint it prints only the quick
+// footprint lines (CI), with -soak it runs steady traffic and prints RSS and
+// goroutines over time (make soak).
+//
+// Everything runs against the in-process fake Discord; the agent is either
+// absent (idle measurements of the real binary) or an in-process backend
+// that answers at once (this tool's child mode), so the numbers are the
+// gateway's own.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentgateway/gateway/internal/fakediscord"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		if err := runChild(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	out := flag.String("out", "BENCHMARKS.md", "report file")
+	runs := flag.Int("runs", 5, "repetitions of each process measurement")
+	footprint := flag.Bool("footprint", false, "print the quick footprint lines only (CI)")
+	soak := flag.Duration("soak", 0, "run steady traffic for this long and print RSS and goroutines")
+	flag.Parse()
+
+	var err error
+	switch {
+	case *soak > 0:
+		err = runSoak(*soak)
+	case *footprint:
+		err = printFootprint()
+	default:
+		err = runAll(*out, *runs)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// footprint is the static and idle measurements of the real binary.
+type footprint struct {
+	BinaryBytes int64
+	Modules     int
+	Start       []time.Duration
+	Idle10KB    []int
+	Idle60KB    []int
+}
+
+func buildGateway(dir string) (string, int64, error) {
+	bin := filepath.Join(dir, "gateway")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/gateway")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", 0, fmt.Errorf("build: %w", err)
+	}
+	st, err := os.Stat(bin)
+	if err != nil {
+		return "", 0, err
+	}
+	return bin, st.Size(), nil
+}
+
+func moduleCount() (int, error) {
+	out, err := exec.Command("go", "list", "-m", "all").Output()
+	if err != nil {
+		return 0, fmt.Errorf("go list -m all: %w", err)
+	}
+	return len(strings.Split(strings.TrimSpace(string(out)), "\n")), nil
+}
+
+// measureIdle starts `gateway run` against a fresh fake Discord, times
+// process start to READY, and reads RSS at the given offsets after READY.
+func measureIdle(bin string, marks ...time.Duration) (time.Duration, []int, error) {
+	fd := fakediscord.New()
+	defer fd.Close()
+	fd.AddGuild("bench")
+	dir, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer os.RemoveAll(dir)
+	p, err := startGateway(bin, []string{"run"}, gatewayEnv(fd, dir), false)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer p.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := fd.WaitUntil(ctx, fd.Connected); err != nil {
+		return 0, nil, fmt.Errorf("gateway did not reach READY: %w", err)
+	}
+	ready := time.Now()
+	start := ready.Sub(p.started)
+	var rss []int
+	for _, m := range marks {
+		time.Sleep(time.Until(ready.Add(m)))
+		kb, err := rssKB(p.cmd.Process.Pid)
+		if err != nil {
+			return 0, nil, err
+		}
+		rss = append(rss, kb)
+	}
+	return start, rss, nil
+}
+
+func measureFootprint(runs int, full bool) (footprint, error) {
+	var f footprint
+	dir, err := os.MkdirTemp("", "gateway-bench-bin-")
+	if err != nil {
+		return f, err
+	}
+	defer os.RemoveAll(dir)
+	bin, size, err := buildGateway(dir)
+	if err != nil {
+		return f, err
+	}
+	f.BinaryBytes = size
+	if f.Modules, err = moduleCount(); err != nil {
+		return f, err
+	}
+	marks := []time.Duration{10 * time.Second}
+	if full {
+		marks = append(marks, 60*time.Second)
+	}
+	for range runs {
+		start, rss, err := measureIdle(bin, marks...)
+		if err != nil {
+			return f, err
+		}
+		f.Start = append(f.Start, start)
+		f.Idle10KB = append(f.Idle10KB, rss[0])
+		if full {
+			f.Idle60KB = append(f.Idle60KB, rss[1])
+		}
+	}
+	return f, nil
+}
+
+func printFootprint() error {
+	f, err := measureFootprint(1, false)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("footprint: stripped binary %.1f MB (budget 15 MB)\n", mb(f.BinaryBytes))
+	fmt.Printf("footprint: modules %d (budget 60)\n", f.Modules)
+	fmt.Printf("footprint: start to READY %v\n", f.Start[0].Round(time.Millisecond))
+	fmt.Printf("footprint: idle RSS after 10 s %.1f MB (budget 12 MB)\n", float64(f.Idle10KB[0])/1024)
+	return nil
+}
+
+// runSoak sends steady traffic to the child gateway and prints its RSS and
+// goroutine count every 10 s: both should stay flat.
+func runSoak(d time.Duration) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return soak(self, d)
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+func medianInt(v []int) int {
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return s[len(s)/2]
+}
+
+func medianDur(v []time.Duration) time.Duration {
+	return percentile(v, 50)
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		mem = strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1]
+		var kb int
+		fmt.Sscan(mem, &kb)
+		mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+	}
+	return fmt.Sprintf("%s, %d cores%s, %s/%s, %s", cpu, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += " (with uncommitted changes)"
+	}
+	return c
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Budgets (issue: footprint and speed).
+const (
+	budgetIdleRSSKB    = 12 * 1024
+	budgetBinaryBytes  = 15 << 20
+	budgetModules      = 60
+	budgetOverheadP99  = time.Millisecond
+	budgetEventsPerSec = 50000
+)
+
+// goBench is one Go benchmark's median over its runs.
+type goBench struct {
+	Name                   string
+	NsPerOp, BPerOp, Alloc float64
+	Extra                  string
+	Runs                   int
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(.*)$`)
+
+// runGoBenchmarks runs every Go benchmark count times and keeps medians.
+func runGoBenchmarks(count int) ([]goBench, error) {
+	cmd := exec.Command("go", "test", "-run=^$", "-bench=.", "-benchmem", fmt.Sprintf("-count=%d", count), "./...")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench: %w", err)
+	}
+	type acc struct {
+		ns, b, a []float64
+		extra    string
+	}
+	byName := map[string]*acc{}
+	var order []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		a := byName[m[1]]
+		if a == nil {
+			a = &acc{}
+			byName[m[1]] = a
+			order = append(order, m[1])
+		}
+		ns, _ := strconv.ParseFloat(m[2], 64)
+		a.ns = append(a.ns, ns)
+		rest := strings.Fields(m[3])
+		var extra []string
+		for i := 0; i+1 < len(rest); i += 2 {
+			v, _ := strconv.ParseFloat(rest[i], 64)
+			switch rest[i+1] {
+			case "B/op":
+				a.b = append(a.b, v)
+			case "allocs/op":
+				a.a = append(a.a, v)
+			default:
+				extra = append(extra, rest[i]+" "+rest[i+1])
+			}
+		}
+		a.extra = strings.Join(extra, ", ")
+	}
+	var res []goBench
+	for _, name := range order {
+		a := byName[name]
+		res = append(res, goBench{Name: name, NsPerOp: median(a.ns), BPerOp: median(a.b), Alloc: median(a.a), Extra: a.extra, Runs: len(a.ns)})
+	}
+	return res, nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func spreadDur(v []time.Duration) string {
+	s := append([]time.Duration(nil), v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return fmt.Sprintf("%v (min %v, max %v, n=%d)", s[len(s)/2].Round(time.Millisecond), s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
+}
+
+func spreadKB(v []int) string {
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return fmt.Sprintf("%.1f MB (min %.1f, max %.1f, n=%d)", float64(s[len(s)/2])/1024, float64(s[0])/1024, float64(s[len(s)-1])/1024, len(s))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// runAll measures everything and writes the report.
+func runAll(outPath string, runs int) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	fmt.Fprintln(os.Stderr, "bench: footprint (build, modules, start, idle RSS at 10 s and 60 s)...")
+	f, err := measureFootprint(runs, true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "bench: load (1,000 channels, 10,000 events, overhead)...")
+	load, err := runLoad(self)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "bench: throughput...")
+	var tput []float64
+	for range runs {
+		v, err := throughput(100000)
+		if err != nil {
+			return err
+		}
+		tput = append(tput, v)
+	}
+	fmt.Fprintln(os.Stderr, "bench: Go benchmarks...")
+	benches, err := runGoBenchmarks(runs)
+	if err != nil {
+		return err
+	}
+
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Benchmarks\n\n")
+	w("Written by `make bench` (`go run ./cmd/bench`); do not edit by hand.\n\n")
+	w("- Commit: %s\n- Machine: %s\n- Date: %s; the run took %v\n\n", commit(), machine(), time.Now().UTC().Format("2006-01-02 15:04 MST"), time.Since(started).Round(time.Second))
+
+	idle10 := medianInt(f.Idle10KB)
+	sort.Float64s(tput)
+	p99In := max(percentile(load.In1, 99), percentile(load.In100, 99))
+	p99Out := max(percentile(load.Out1, 99), percentile(load.Out100, 99))
+	w("## Budgets\n\n| budget | measured | verdict |\n|---|---|---|\n")
+	w("| idle RSS <= 12 MB | %.1f MB (median, 10 s after READY) | %s |\n", float64(idle10)/1024, verdict(idle10 <= budgetIdleRSSKB))
+	w("| stripped binary <= 15 MB | %.1f MB | %s |\n", mb(f.BinaryBytes), verdict(f.BinaryBytes <= budgetBinaryBytes))
+	w("| <= 60 modules | %d | %s |\n", f.Modules, verdict(f.Modules <= budgetModules))
+	w("| overhead p99 < 1 ms | in %v, out %v (worst of 1 and 100 busy channels) | %s |\n", p99In, p99Out, verdict(p99In < budgetOverheadP99 && p99Out < budgetOverheadP99))
+	w("| throughput > 50,000 events/s | %.0f events/s (median) | %s |\n\n", median(tput), verdict(median(tput) > budgetEventsPerSec))
+
+	w("## Footprint\n\n| what | value |\n|---|---|\n")
+	w("| stripped binary (`-trimpath -ldflags '-s -w'`) | %.2f MB (%d bytes) |\n", mb(f.BinaryBytes), f.BinaryBytes)
+	w("| modules (`go list -m all`, main module included) | %d |\n", f.Modules)
+	w("| process start to READY | %s |\n", spreadDur(f.Start))
+	w("| idle RSS 10 s after READY | %s |\n", spreadKB(f.Idle10KB))
+	w("| idle RSS 60 s after READY | %s |\n", spreadKB(f.Idle60KB))
+	w("| RSS after %d channels and %d events | %.1f MB right after, %.1f MB 10 s later |\n", load.Channels, load.Events, float64(load.RSSAfterKB)/1024, float64(load.RSSAfterIdleKB)/1024)
+	w("| goroutines after the load, idle | %d |\n\n", load.Goroutines)
+
+	w("## Overhead per event\n\n")
+	w("Discord message sent by the fake -> backend called (in), and backend returned -> reply POST received by the fake (out). ")
+	w("The backend answers at once, in the gateway's process; MAX_CONCURRENT_QUERIES=100.\n\n")
+	w("| busy channels | events | in p50 | in p99 | out p50 | out p99 |\n|---|---|---|---|---|---|\n")
+	w("| 1 | %d | %v | %v | %v | %v |\n", len(load.In1), percentile(load.In1, 50), percentile(load.In1, 99), percentile(load.Out1, 50), percentile(load.Out1, 99))
+	w("| 100 | %d | %v | %v | %v | %v |\n\n", len(load.In100), percentile(load.In100, 50), percentile(load.In100, 99), percentile(load.Out100, 50), percentile(load.Out100, 99))
+
+	w("## Throughput\n\nEvents through queue + runtime (persona read, prompt file, session binding, memory guard) with the instant fake backend, 100,000 events over 100 channels, MAX_CONCURRENT_QUERIES=8, %d runs: median %.0f events/s (min %.0f, max %.0f).\n\n", len(tput), median(tput), tput[0], tput[len(tput)-1])
+
+	w("## Go benchmarks\n\n`go test -run=^$ -bench=. -benchmem -count=%d ./...`, medians.\n\n| benchmark | ns/op | B/op | allocs/op | other |\n|---|---|---|---|---|\n", runs)
+	for _, g := range benches {
+		w("| %s | %.0f | %.0f | %.0f | %s |\n", g.Name, g.NsPerOp, g.BPerOp, g.Alloc, g.Extra)
+	}
+	w("\n## Method\n\n")
+	w("- Idle: the stripped `gateway` binary runs `gateway run` against the in-process fake Discord (`internal/fakediscord`) with the claude backend configured but never called; start is process start to the fake seeing READY acknowledged; RSS is VmRSS from /proc/<pid>/status.\n")
+	w("- Load and overhead: `bench child` runs `gateway.Run` from the same code with an in-process backend that answers at once and reports wall-clock times of each call; the parent sends mentions through the fake Discord and reads the reply POSTs' arrival times.\n")
+	w("- Each process measurement is repeated; tables give the median with min and max.\n")
+	if err := os.WriteFile(outPath, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(b.String())
+	return nil
+}
