@@ -12,9 +12,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -75,6 +73,8 @@ type Runtime struct {
 	out      Replier
 	hooks    Hooks
 	memory   *persona.MemoryGuard
+	persona  *persona.Loader
+	prompts  *promptCache
 	log      zerolog.Logger
 }
 
@@ -87,6 +87,8 @@ func New(opts Options, backend backends.Backend, sessions *session.Store, out Re
 		out:      out,
 		hooks:    hooks,
 		memory:   persona.NewMemoryGuard(filepath.Join(opts.ConfigDir, persona.MemoryFile)),
+		persona:  persona.NewLoader(opts.ConfigDir),
+		prompts:  &promptCache{dir: opts.TempDir, memoryPath: filepath.Join(opts.ConfigDir, persona.MemoryFile)},
 		log:      log,
 	}
 }
@@ -114,6 +116,10 @@ func HeartbeatOK(reply string) bool {
 	s := strings.Trim(strings.TrimSpace(reply), "*_`.! \n")
 	return s == "" || s == HeartbeatOKToken
 }
+
+// Close removes the runtime's system prompt file; call it after the last
+// event.
+func (r *Runtime) Close() { r.prompts.close() }
 
 // Handle is the queue.Handler: it processes the event and delivers the reply.
 func (r *Runtime) Handle(ctx context.Context, e queue.Event) {
@@ -171,23 +177,21 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 
 // turn runs the agent once, or twice when a stale session has to be replaced.
 func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) Outcome {
-	files, err := persona.Load(r.opts.ConfigDir, log)
+	files, err := r.persona.Load(log)
 	if err != nil {
 		log.Error().Err(err).Msg("load persona")
 		return Outcome{Err: err, Reply: userError(e, err)}
 	}
-	memoryPath := filepath.Join(r.opts.ConfigDir, persona.MemoryFile)
-	system := persona.Assemble(files, memoryPath)
-	promptFile, cleanup, err := r.writePromptFile(system)
+	p, release, err := r.prompts.acquire(files)
 	if err != nil {
 		log.Error().Err(err).Msg("write system prompt file")
 		return Outcome{Err: err, Reply: userError(e, err)}
 	}
-	defer cleanup()
+	defer release()
 
 	key := sessionKey(e)
 	binding, resume := r.binding(key)
-	res, err := r.run(ctx, e, files, system, promptFile, key, binding, resume, log)
+	res, err := r.run(ctx, e, p, key, binding, resume, log)
 	out := Outcome{Result: res, Err: err}
 	if resume && errors.Is(err, backends.ErrStaleSession) {
 		// DESIGN decision 11: the CLI forgot the session. Drop the binding
@@ -196,7 +200,7 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 		if _, derr := r.sessions.Delete(key); derr != nil {
 			log.Error().Err(derr).Msg("drop stale session")
 		}
-		res, err = r.run(ctx, e, files, system, promptFile, key, session.Binding{}, false, log)
+		res, err = r.run(ctx, e, p, key, session.Binding{}, false, log)
 		out = Outcome{Result: res, Err: err, Healed: true}
 	}
 	if out.Err != nil {
@@ -225,21 +229,21 @@ func (r *Runtime) binding(key string) (session.Binding, bool) {
 }
 
 // run performs one backend call and keeps the session binding current.
-func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, system, promptFile, key string,
+func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 	binding session.Binding, resume bool, log zerolog.Logger) (backends.Result, error) {
 	prompt := e.Text
 	if resume {
 		// DESIGN decision 5: a resumed CLI may keep the system prompt its
 		// session started with, so changed sections travel in the prompt.
-		if note, changed := persona.Changes(binding.Persona, files); note != "" {
+		if note, changed := persona.ChangesFrom(binding.Persona, p.hashes, p.files); note != "" {
 			log.Info().Strs("sections", changed).Msg("persona changed since the session last saw it")
 			prompt = note + prompt
 		}
 	}
 	req := backends.Request{
 		Prompt:           prompt,
-		SystemPrompt:     system,
-		SystemPromptFile: promptFile,
+		SystemPrompt:     p.text,
+		SystemPromptFile: p.path,
 		WorkDir:          r.opts.ConfigDir,
 		Model:            firstNonEmpty(e.Model, r.opts.Model),
 		AllowedTools:     r.opts.AllowedTools,
@@ -249,7 +253,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, s
 	if resume {
 		req.SessionID = binding.SessionID
 	}
-	hashes := files.Hashes()
+	hashes := p.hashes
 	// bind records the session, the persona it has seen and its cost so
 	// far. It writes only when something changed: a resumed turn with an
 	// unchanged persona and no cost total costs no disk write.
@@ -305,27 +309,6 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, files persona.Files, s
 		bind(res.SessionID, res.SessionCostUSD)
 	}
 	return res, err
-}
-
-// writePromptFile writes the system prompt to a private temp file and returns
-// a function that removes it.
-func (r *Runtime) writePromptFile(system string) (string, func(), error) {
-	f, err := os.CreateTemp(r.opts.TempDir, "gateway-prompt-*.md")
-	if err != nil {
-		return "", nil, fmt.Errorf("create system prompt file: %w", err)
-	}
-	name := f.Name()
-	cleanup := func() { os.Remove(name) }
-	if _, err := f.WriteString(system); err != nil {
-		f.Close()
-		cleanup()
-		return "", nil, fmt.Errorf("write system prompt file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		cleanup()
-		return "", nil, fmt.Errorf("write system prompt file: %w", err)
-	}
-	return name, cleanup, nil
 }
 
 // sessionKey picks the binding an event continues: a message continues its

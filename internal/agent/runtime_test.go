@@ -148,8 +148,14 @@ func TestQueryArgumentsAndSessionBinding(t *testing.T) {
 		if reqs[1].SessionID != fmt.Sprintf("s-%d", iter) || reqs[1].Prompt != "second" {
 			t.Errorf("second request: session %q prompt %q, want a resume of s-%d", reqs[1].SessionID, reqs[1].Prompt, iter)
 		}
+		// Both turns share the prompt file while the persona is unchanged;
+		// Close removes it.
+		if reqs[1].SystemPromptFile != reqs[0].SystemPromptFile {
+			t.Errorf("an unchanged persona got a new prompt file")
+		}
+		f.rt.Close()
 		if _, err := os.Stat(reqs[0].SystemPromptFile); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("system prompt file left behind: %v", err)
+			t.Errorf("system prompt file left behind after Close: %v", err)
 		}
 		b, ok := f.sessions.Get(channel)
 		if !ok || b.SessionID != fmt.Sprintf("s-%d", iter) || b.Backend != "fake" {
@@ -418,4 +424,23 @@ func TestHeartbeatOK(t *testing.T) {
 			t.Errorf("HeartbeatOK(%q) = %v, want %v", reply, got, want)
 		}
 	}
+}
+
+func TestPromptFileFollowsPersonaEdits(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	f.rt.Process(context.Background(), message("c1", "one"))
+	os.WriteFile(filepath.Join(f.dir, "soul.md"), []byte("# Soul\n\nBe terse.\n"), 0o600)
+	f.rt.Process(context.Background(), message("c1", "two"))
+	reqs := f.fake.Requests()
+	if reqs[0].SystemPromptFile == reqs[1].SystemPromptFile {
+		t.Fatal("an edited persona reused the old prompt file")
+	}
+	if _, err := os.Stat(reqs[0].SystemPromptFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old prompt file was kept after no run used it: %v", err)
+	}
+	b, err := os.ReadFile(reqs[1].SystemPromptFile)
+	if err != nil || !strings.Contains(string(b), "Be terse.") {
+		t.Errorf("new prompt file = %q, %v; want the edit", b, err)
+	}
+	f.rt.Close()
 }

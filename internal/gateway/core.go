@@ -107,5 +107,9 @@ func (c *Core) Run(ctx context.Context) error {
 // finish and deliver their replies (R10).
 func (c *Core) Shutdown(ctx context.Context) error {
 	c.Queue.Close()
-	return c.Queue.Drain(ctx)
+	err := c.Queue.Drain(ctx)
+	if err == nil {
+		c.Runtime.Close()
+	}
+	return err
 }

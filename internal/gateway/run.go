@@ -196,6 +196,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	cancelRuns()
 	<-queueDone
+	core.Runtime.Close()
 	if err := bot.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Debug().Err(err).Msg("closing the Discord connection")
 	}

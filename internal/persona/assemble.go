@@ -95,7 +95,11 @@ func (f Files) Hashes() map[string]string {
 // order (updated ones first, then removed ones). A nil old means the session's
 // view is unknown: every present section is sent. Nothing changed gives "".
 func Changes(old map[string]string, f Files) (text string, changed []string) {
-	cur := f.Hashes()
+	return ChangesFrom(old, f.Hashes(), f)
+}
+
+// ChangesFrom is Changes with f's hashes already computed (f.Hashes()).
+func ChangesFrom(old, cur map[string]string, f Files) (text string, changed []string) {
 	var updated, removed []string
 	for _, s := range Sections {
 		h, now := cur[s.Name]

@@ -47,6 +47,8 @@ type MemoryGuard struct {
 	mu     sync.Mutex // guards known and active, and serializes each read-merge-write of the file
 	known  string     // the file as the guard last saw or wrote it
 	active map[*MemoryRun]struct{}
+	// cache saves rereading an unchanged file at every run's start and end.
+	cache fileCache
 }
 
 // NewMemoryGuard returns a guard for the memory file at path.
@@ -104,9 +106,12 @@ func (g *MemoryGuard) syncLocked(r *MemoryRun) error {
 		bases = append(bases, r.base)
 	}
 	for attempt := 0; ; attempt++ {
-		cur, perm, err := g.read()
+		cur, perm, err := g.readCached()
 		if err != nil {
 			return err
+		}
+		if cur == g.known && allEqual(bases, cur) {
+			return nil // nothing changed since every run began: nothing to merge
 		}
 		merged := merge(bases, g.known, cur)
 		if merged == cur {
@@ -124,6 +129,20 @@ func (g *MemoryGuard) syncLocked(r *MemoryRun) error {
 		g.known = merged
 		return nil
 	}
+}
+
+// readCached is read, taken from the cache while the file is unchanged.
+func (g *MemoryGuard) readCached() (string, os.FileMode, error) {
+	var perm os.FileMode = filePerm
+	content, fi, err := g.cache.read(g.path, func() (string, error) {
+		c, p, err := g.read()
+		perm = p
+		return c, err
+	})
+	if err == nil && fi != nil {
+		perm = fi.Mode().Perm()
+	}
+	return content, perm, err
 }
 
 // read returns the file's content and mode; a missing file is empty.
@@ -148,6 +167,15 @@ func (g *MemoryGuard) read() (string, os.FileMode, error) {
 		return "", 0, fmt.Errorf("read memory.md: %w", err)
 	}
 	return string(data), fi.Mode().Perm(), nil
+}
+
+func allEqual(bases []string, s string) bool {
+	for _, b := range bases {
+		if b != s {
+			return false
+		}
+	}
+	return true
 }
 
 // merge3 is merge for a single run.

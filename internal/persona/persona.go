@@ -91,6 +91,29 @@ func (f Files) Names() []string {
 // dropped; a file larger than MaxFileSize is cut off with a note. Load fails
 // only when dir itself is not a readable directory.
 func Load(dir string, log zerolog.Logger) (Files, error) {
+	return load(dir, log, func(path string, log zerolog.Logger) (string, error) { return readFile(path, log) })
+}
+
+// Loader is Load for a process that loads the same directory for every
+// event: it reads a file again only when the file changed (see fileCache),
+// so edits still reach the next event. It is safe for concurrent use.
+type Loader struct {
+	dir   string
+	cache fileCache
+}
+
+// NewLoader returns a Loader for dir.
+func NewLoader(dir string) *Loader { return &Loader{dir: dir} }
+
+// Load is persona.Load with unchanged files taken from the cache.
+func (l *Loader) Load(log zerolog.Logger) (Files, error) {
+	return load(l.dir, log, func(path string, log zerolog.Logger) (string, error) {
+		content, _, err := l.cache.read(path, func() (string, error) { return readFile(path, log) })
+		return content, err
+	})
+}
+
+func load(dir string, log zerolog.Logger, read func(string, zerolog.Logger) (string, error)) (Files, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("config dir: %w", err)
@@ -102,14 +125,14 @@ func Load(dir string, log zerolog.Logger) (Files, error) {
 	for _, s := range Sections {
 		log := log.With().Str("file", s.File).Logger()
 		path := filepath.Join(dir, s.File)
-		content, err := readFile(path, log)
+		content, err := read(path, log)
 		if errors.Is(err, fs.ErrNotExist) && s.File == MemoryFile {
 			if _, err := createFile(path, []byte(MemoryHeader), filePerm); err != nil {
 				log.Error().Err(err).Msg("memory.md is missing and could not be created: section omitted")
 				continue
 			}
 			log.Info().Msg("created memory.md")
-			content, err = readFile(path, log)
+			content, err = read(path, log)
 		}
 		switch {
 		case err == nil:
