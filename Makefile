@@ -1,15 +1,22 @@
 SHELL := /bin/bash
 
-# Pinned agent CLI versions for the conformance suite.
-CLAUDE_VERSION := 2.1.330
+# The agent CLIs of the conformance suite: npm package and pinned version.
+# Each installs into .tools/<name> (git-ignored); a stamp file per version
+# makes a changed pin reinstall and an unchanged one reuse the install.
+CLIS := claude codex
+claude_PKG     := @anthropic-ai/claude-code
+claude_VERSION := 2.1.330
+codex_PKG      := @openai/codex
+codex_VERSION  := 0.169.0
 
 TOOLS   := $(CURDIR)/.tools
-CLAUDE  := $(TOOLS)/claude/node_modules/.bin/claude
+cli_bin   = $(TOOLS)/$(1)/node_modules/.bin/$(1)
+cli_stamp = $(TOOLS)/$(1)/.installed-$($(1)_VERSION)
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: build test fuzz conformance lint clean
+.PHONY: build test fuzz conformance clis bench footprint soak lint clean
 
 build: ## build bin/gateway
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
@@ -26,13 +33,31 @@ fuzz: ## run every fuzz target briefly (FUZZTIME=30s by default)
 	  done; \
 	done
 
-$(CLAUDE):
-	mkdir -p $(TOOLS)/claude
-	cd $(TOOLS)/claude && { test -f package.json || echo '{"private":true}' > package.json; } && \
-	  npm install --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+define install_cli
+$(call cli_stamp,$(1)):
+	mkdir -p $(TOOLS)/$(1)
+	cd $(TOOLS)/$(1) && { test -f package.json || echo '{"private":true}' > package.json; } && \
+	  npm install --no-audit --no-fund --loglevel=error $($(1)_PKG)@$($(1)_VERSION)
+	rm -f $(TOOLS)/$(1)/.installed-* && touch $$@
+endef
+$(foreach c,$(CLIS),$(eval $(call install_cli,$(c))))
 
-conformance: $(CLAUDE) ## the real claude CLI against the fake model API
-	CLAUDE_BIN=$(CLAUDE) $(GO) test -race -count=1 -tags conformance -run Conformance -v ./internal/conformance/... 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; exit $${PIPESTATUS[0]}
+clis: $(foreach c,$(CLIS),$(call cli_stamp,$(c))) ## install every pinned agent CLI into .tools/
+
+# Each CLI's binary reaches its tests as <NAME>_BIN (CLAUDE_BIN, CODEX_BIN...).
+CLI_ENV := $(foreach c,$(CLIS),$(shell echo $(c) | tr a-z A-Z)_BIN=$(call cli_bin,$(c)))
+
+conformance: clis ## every agent CLI against the fake model APIs, and gateway run against the fake Discord
+	$(CLI_ENV) $(GO) test -race -count=1 -timeout 20m -tags conformance -run Conformance -v ./internal/conformance/... 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; exit $${PIPESTATUS[0]}
+
+bench: ## measure footprint and speed; writes BENCHMARKS.md (a few minutes)
+	$(GO) run ./cmd/bench -out BENCHMARKS.md
+
+footprint: ## the quick footprint lines (binary, modules, start, idle RSS), as CI prints them
+	$(GO) run ./cmd/bench -footprint
+
+soak: ## steady fake traffic for SOAK (default 5m); RSS and goroutines should stay flat
+	$(GO) run ./cmd/bench -soak $${SOAK:-5m}
 
 clean:
 	rm -rf bin

@@ -5,4 +5,5 @@ package backends
 // with it: CLIs change their flags and stream formats between versions.
 var Tested = map[string]string{
 	"claude": "2.1.330",
+	"codex":  "0.169.0",
 }

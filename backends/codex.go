@@ -1,0 +1,442 @@
+package backends
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentgateway/gateway/internal/proc"
+)
+
+func init() {
+	Register("codex", func(o Options) Backend { return NewCodex(o) })
+}
+
+// codexEnvAllow names the variables codex may see beyond baseEnv: its
+// credentials and endpoint (OPENAI_*) and its own settings (CODEX_*, such
+// as CODEX_HOME). codex hands its shell tool a copy of its environment
+// without variables whose names contain KEY, SECRET or TOKEN.
+var codexEnvAllow = []string{"OPENAI_*", "CODEX_*"}
+
+// Settings of the model provider the adapter defines for codex when it is
+// given OPENAI_API_KEY. codex 0.169.0 ignores OPENAI_BASE_URL and reads no
+// key from the environment for its built-in "openai" provider (which it
+// does not let config override), so the key reaches it through a provider
+// of the gateway's own whose env_key names the variable.
+const (
+	CodexProviderID       = "gateway-openai"
+	codexProviderName     = "OpenAI (agent gateway)"
+	codexAPIKeyEnv        = "OPENAI_API_KEY"
+	codexBaseURLEnv       = "OPENAI_BASE_URL"
+	codexDefaultBaseURL   = "https://api.openai.com/v1"
+	codexPersonaPrefix    = "gateway-persona-"
+	codexProfileExtension = ".config.toml"
+)
+
+// Scanner limits for codex's stdout: one JSON line per event; a command's
+// aggregated output can be large.
+const (
+	codexLineStart = 64 << 10
+	codexLineMax   = 16 << 20
+)
+
+// Codex runs one turn of OpenAI's codex CLI with `codex exec --json`
+// (`codex exec … resume <thread> -` for a session), parsed by CodexParser.
+// It is safe for concurrent use: every Run starts its own process group.
+//
+// The persona goes to codex as developer_instructions, which codex sends
+// as a developer message after its own base instructions, keeping the
+// CLI's tool instructions. So that a long persona never has to fit on
+// argv, it is written to a temporary profile file in CODEX_HOME
+// (gateway-persona-<random>.config.toml, selected with -p and removed
+// after the run). codex 0.169.0 keeps the developer instructions a thread
+// started with on resume; the runtime carries persona changes in the
+// prompt of a resumed turn.
+type Codex struct {
+	opts Options
+}
+
+var _ Backend = (*Codex)(nil)
+
+// NewCodex returns the codex adapter. opts.Binary is the CLI (default
+// "codex" on PATH), opts.Env the environment it is filtered from,
+// opts.KillGrace the time between SIGTERM and SIGKILL (default
+// proc.DefaultGrace) and opts.Log gets diagnostics.
+func NewCodex(opts Options) *Codex {
+	return &Codex{opts: opts}
+}
+
+// Name implements Backend.
+func (c *Codex) Name() string { return "codex" }
+
+// Run implements Backend. It spawns
+//
+//	codex exec --json --skip-git-repo-check -c approval_policy="never"
+//	  [-c sandbox_mode=…] [-c model_provider=gateway-openai -c model_providers.…]
+//	  [-p gateway-persona-…] [-m MODEL] [resume THREAD] -
+//
+// with the prompt on stdin, cwd req.WorkDir and a filtered environment. A
+// ctx deadline kills the process group and returns KindTimeout; another
+// cancellation returns KindCanceled. A session id that codex cannot have
+// issued (not a UUID) is reported as KindStaleSession without starting
+// codex: given a name instead of an id, codex would silently start afresh.
+func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	log := c.opts.Log.With().Str("backend", "codex").Logger()
+	started := time.Now()
+
+	if req.SessionID != "" && !codexThreadID.MatchString(req.SessionID) {
+		return Result{}, &Error{Kind: KindStaleSession, Message: fmt.Sprintf("%q is not a codex thread id", req.SessionID)}
+	}
+	bin, err := c.binary()
+	if err != nil {
+		return Result{}, err
+	}
+	if req.WorkDir != "" {
+		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
+			if err == nil {
+				err = errors.New("not a directory")
+			}
+			return Result{}, &Error{Kind: KindExecution, Message: fmt.Sprintf("work dir %s", req.WorkDir), Err: err}
+		}
+	}
+
+	env := FilterEnv(c.opts.Env, codexEnvAllow, nil)
+	persona := req.SystemPrompt
+	if persona == "" && req.SystemPromptFile != "" {
+		b, err := os.ReadFile(req.SystemPromptFile)
+		if err != nil {
+			return Result{}, &Error{Kind: KindExecution, Message: "read system prompt file", Err: err}
+		}
+		persona = string(b)
+	}
+	var profile string
+	if persona != "" {
+		if home := codexHome(env); home != "" {
+			name, remove, err := writeCodexProfile(home, persona)
+			if err != nil {
+				// A read-only home: the persona goes on argv, which holds
+				// up to 128 KiB per argument.
+				log.Warn().Err(err).Str("codex_home", home).Msg("cannot write the persona profile; passing the persona on the command line")
+			} else {
+				defer remove()
+				profile = name
+			}
+		}
+	}
+
+	p, err := proc.Start(ctx, proc.Spec{
+		Path:  bin,
+		Args:  codexArgs(req, env, profile, persona),
+		Dir:   req.WorkDir,
+		Env:   env,
+		Stdin: strings.NewReader(req.Prompt),
+		Grace: c.opts.KillGrace,
+	})
+	if err != nil {
+		if ctxErr := codexContextError(ctx, context.Cause(ctx)); ctxErr != nil {
+			return Result{}, ctxErr
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return Result{}, codexNotFound(bin, err)
+		}
+		return Result{}, &Error{Kind: KindCrashed, Message: "start codex", Err: err}
+	}
+	log = log.With().Int("pid", p.Pid()).Logger()
+
+	var parser CodexParser
+	var garbage garbageLog
+	split := &lineSplitter{max: codexLineMax}
+	sc := bufio.NewScanner(p.Stdout())
+	sc.Buffer(make([]byte, 0, codexLineStart), codexLineMax)
+	sc.Split(split.split)
+	for sc.Scan() {
+		events, err := parser.Parse(sc.Bytes())
+		if err != nil {
+			garbage.add(sc.Bytes())
+			log.Debug().Int("bytes", len(sc.Bytes())).Int("skipped", garbage.n).Msg("skipped a stdout line that is not a JSON event")
+			continue
+		}
+		for _, ev := range events {
+			emit(ev)
+		}
+	}
+	scanErr := sc.Err()
+	if scanErr != nil {
+		_, _ = io.Copy(io.Discard, p.Stdout())
+	}
+	exit, waitErr := p.Wait()
+	stderr := strings.TrimSpace(p.StderrTail())
+	if garbage.n > 0 {
+		log.Warn().Int("skipped", garbage.n).Msg("codex printed lines that are not JSON events")
+	}
+	if split.skipped > 0 {
+		log.Warn().Int("skipped", split.skipped).Int("max_bytes", codexLineMax).Msg("skipped codex output lines over the size limit")
+	}
+	for _, w := range parser.Warnings() {
+		log.Warn().Str("warning", w).Msg("codex reported a problem")
+	}
+
+	res, resErr := parser.Result()
+	if res.Duration == 0 {
+		res.Duration = time.Since(started)
+	}
+	if parser.Finished() {
+		// The stream said how the turn ended; that outranks exit codes and
+		// a late kill.
+		res.PermissionDenials = append(res.PermissionDenials, codexStderrDenials(stderr)...)
+		var e *Error
+		if errors.As(resErr, &e) {
+			withTail := *e
+			withTail.Stderr = stderr
+			return res, &withTail
+		}
+		return res, nil
+	}
+	if ctxErr := codexContextError(ctx, waitErr); ctxErr != nil {
+		ctxErr.Stderr = stderr
+		return res, ctxErr
+	}
+	if e := CodexStderrError(stderr); e != nil {
+		e.Stderr = stderr
+		return res, e
+	}
+	var e *Error
+	if errors.As(resErr, &e) {
+		e.Stderr = stderr
+		return res, e
+	}
+	msg := fmt.Sprintf("codex ended without finishing the turn (%v)", exit)
+	if waitErr != nil {
+		msg += ": " + waitErr.Error()
+	}
+	if last := lastLine(stderr, 300); last != "" {
+		msg += "; stderr: " + last
+	}
+	if g := garbage.text(); g != "" {
+		msg += "; last non-JSON output: " + g
+	}
+	if split.skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", split.skipped, codexLineMax)
+	}
+	if scanErr != nil {
+		scanErr = fmt.Errorf("read codex output: %w", scanErr)
+	}
+	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+}
+
+// codexThreadID matches the thread ids codex issues (UUIDs).
+var codexThreadID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// codexArgs builds the command line. The prompt is not on it: "-" makes
+// codex read it from stdin. env is the CLI's environment; profile names
+// the persona profile in CODEX_HOME, or is empty, in which case a
+// non-empty persona goes on argv as a last resort (no CODEX_HOME or HOME).
+func codexArgs(req Request, env []string, profile, persona string) []string {
+	args := []string{"exec", "--json", "--skip-git-repo-check",
+		// exec cannot ask anyone: never wait for an approval.
+		"-c", `approval_policy="never"`}
+	if sandbox := CodexSandbox(req.PermissionMode, req.AllowedTools); sandbox != "" {
+		args = append(args, "-c", "sandbox_mode="+codexTOMLString(sandbox))
+	}
+	if key := codexEnvValue(env, codexAPIKeyEnv); key != "" {
+		base := codexEnvValue(env, codexBaseURLEnv)
+		if base == "" {
+			base = codexDefaultBaseURL
+		}
+		pre := "model_providers." + CodexProviderID + "."
+		args = append(args,
+			"-c", "model_provider="+codexTOMLString(CodexProviderID),
+			"-c", pre+"name="+codexTOMLString(codexProviderName),
+			"-c", pre+"base_url="+codexTOMLString(base),
+			"-c", pre+"env_key="+codexTOMLString(codexAPIKeyEnv),
+			"-c", pre+"wire_api="+codexTOMLString("responses"),
+		)
+	}
+	switch {
+	case profile != "":
+		args = append(args, "-p", profile)
+	case persona != "":
+		args = append(args, "-c", "developer_instructions="+codexTOMLString(persona))
+	}
+	if req.Model != "" {
+		args = append(args, "-m", req.Model)
+	}
+	if req.SessionID != "" {
+		args = append(args, "resume", req.SessionID)
+	}
+	return append(args, "-")
+}
+
+// CodexSandbox maps PERMISSION_MODE to codex's sandbox_mode:
+// bypassPermissions to danger-full-access (no sandbox), acceptEdits to
+// workspace-write (files under the work dir, commands without network),
+// plan to read-only, and default to read-only unless allowed lists a
+// file-writing tool (Write, Edit, MultiEdit or apply_patch), as claude
+// writes in default mode only when Write is allowed. An empty mode leaves
+// codex's own setting ("").
+func CodexSandbox(mode string, allowed []string) string {
+	switch mode {
+	case "bypassPermissions":
+		return "danger-full-access"
+	case "acceptEdits":
+		return "workspace-write"
+	case "plan":
+		return "read-only"
+	case "default":
+		for _, t := range allowed {
+			if slices.Contains([]string{"Write", "Edit", "MultiEdit", "apply_patch"}, t) {
+				return "workspace-write"
+			}
+		}
+		return "read-only"
+	}
+	return ""
+}
+
+// codexHome is where codex keeps its config: $CODEX_HOME, or ~/.codex.
+func codexHome(env []string) string {
+	if h := codexEnvValue(env, "CODEX_HOME"); h != "" {
+		return h
+	}
+	if h := codexEnvValue(env, "HOME"); h != "" {
+		return filepath.Join(h, ".codex")
+	}
+	return ""
+}
+
+// writeCodexProfile writes the persona as developer_instructions into a
+// new profile file in home and returns the profile's name and a function
+// that removes the file.
+func writeCodexProfile(home, persona string) (string, func(), error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", nil, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	name := codexPersonaPrefix + hex.EncodeToString(b[:])
+	path := filepath.Join(home, name+codexProfileExtension)
+	content := "# Written by the agent gateway for one codex run; removed afterwards.\n" +
+		"developer_instructions = " + codexTOMLString(persona) + "\n"
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", nil, err
+	}
+	remove := func() { os.Remove(path) }
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		remove()
+		return "", nil, err
+	}
+	if err := f.Close(); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return name, remove, nil
+}
+
+// codexTOMLString quotes s as a TOML basic string. Invalid UTF-8 becomes
+// U+FFFD; control characters are escaped, as TOML requires.
+func codexTOMLString(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// codexStderrDenials lists the tools codex refused for permission reasons
+// that it reported only on stderr (a patch in a read-only sandbox).
+func codexStderrDenials(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, "patch rejected:") {
+			out = append(out, "apply_patch")
+		}
+	}
+	return out
+}
+
+// codexEnvValue is the value of name in env ("" when unset); later entries win.
+func codexEnvValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// binary resolves the CLI to run.
+func (c *Codex) binary() (string, error) {
+	bin := c.opts.Binary
+	if bin == "" {
+		bin = "codex"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", codexNotFound(bin, err)
+	}
+	return path, nil
+}
+
+func codexNotFound(bin string, err error) *Error {
+	return &Error{
+		Kind:    KindNotFound,
+		Message: fmt.Sprintf("codex CLI %q not found: install with npm i -g @openai/codex or set AGENT_CLI_PATH", bin),
+		Err:     err,
+	}
+}
+
+// codexContextError turns the end of ctx into KindTimeout or KindCanceled,
+// or returns nil if ctx has not ended.
+func codexContextError(ctx context.Context, cause error) *Error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause == nil {
+		cause = context.Cause(ctx)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{Kind: KindTimeout, Message: "codex did not finish in time and was stopped", Err: cause}
+	}
+	return &Error{Kind: KindCanceled, Message: "codex was stopped", Err: cause}
+}
