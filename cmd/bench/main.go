@@ -60,6 +60,8 @@ type footprint struct {
 	Start       []time.Duration
 	Idle10KB    []int
 	Idle60KB    []int
+	// Split is the last idle sample's RSS by kind (RssAnon, RssFile).
+	Split map[string]int
 }
 
 func buildGateway(dir string) (string, int64, error) {
@@ -86,7 +88,7 @@ func moduleCount() (int, error) {
 
 // measureIdle starts `gateway run` against a fresh fake Discord, times
 // process start to READY, and reads RSS at the given offsets after READY.
-func measureIdle(bin string, marks ...time.Duration) (time.Duration, []int, error) {
+func measureIdle(bin string, split map[string]int, marks ...time.Duration) (time.Duration, []int, error) {
 	fd := fakediscord.New()
 	defer fd.Close()
 	fd.AddGuild("bench")
@@ -116,6 +118,11 @@ func measureIdle(bin string, marks ...time.Duration) (time.Duration, []int, erro
 		}
 		rss = append(rss, kb)
 	}
+	if st, err := procStatus(p.cmd.Process.Pid); err == nil {
+		for _, k := range []string{"RssAnon", "RssFile", "RssShmem"} {
+			split[k] = st[k]
+		}
+	}
 	return start, rss, nil
 }
 
@@ -138,8 +145,9 @@ func measureFootprint(runs int, full bool) (footprint, error) {
 	if full {
 		marks = append(marks, 60*time.Second)
 	}
+	f.Split = map[string]int{}
 	for range runs {
-		start, rss, err := measureIdle(bin, marks...)
+		start, rss, err := measureIdle(bin, f.Split, marks...)
 		if err != nil {
 			return f, err
 		}
@@ -160,7 +168,8 @@ func printFootprint() error {
 	fmt.Printf("footprint: stripped binary %.1f MB (budget 15 MB)\n", mb(f.BinaryBytes))
 	fmt.Printf("footprint: modules %d (budget 60)\n", f.Modules)
 	fmt.Printf("footprint: start to READY %v\n", f.Start[0].Round(time.Millisecond))
-	fmt.Printf("footprint: idle RSS after 10 s %.1f MB (budget 12 MB)\n", float64(f.Idle10KB[0])/1024)
+	fmt.Printf("footprint: idle RSS after 10 s %.1f MB (budget 12 MB): anonymous %.1f MB, file-backed %.1f MB\n",
+		float64(f.Idle10KB[0])/1024, float64(f.Split["RssAnon"])/1024, float64(f.Split["RssFile"])/1024)
 	return nil
 }
 

@@ -120,17 +120,33 @@ func (p *gatewayProcess) stop() {
 
 // rssKB reads the process's resident set size from /proc.
 func rssKB(pid int) (int, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	m, err := procStatus(pid)
 	if err != nil {
 		return 0, err
 	}
+	kb, ok := m["VmRSS"]
+	if !ok {
+		return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	}
+	return kb, nil
+}
+
+// procStatus reads the kB fields of /proc/<pid>/status (VmRSS, RssAnon,
+// RssFile...).
+func procStatus(pid int) (map[string]int, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				return strconv.Atoi(f[0])
+		name, rest, ok := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if ok && len(f) == 2 && f[1] == "kB" {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				out[name] = v
 			}
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return out, nil
 }
