@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -67,6 +68,13 @@ func runChild() error {
 	mu.Lock()
 	out.Flush()
 	mu.Unlock()
+	if path := os.Getenv("BENCH_HEAP_PROFILE"); path != "" {
+		if f, ferr := os.Create(path); ferr == nil {
+			runtime.GC()
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	return err
 }
 

@@ -29,8 +29,9 @@ type loadResult struct {
 	In1, Out1, In100, Out100 []time.Duration
 	Channels, Events         int
 	RSSAfterKB               int
-	RSSAfterIdleKB           int
-	Goroutines               int
+	// RSSAfterIdleKB is 30 s after the last event.
+	RSSAfterIdleKB int
+	Goroutines     int
 }
 
 // sent is when the fake Discord was asked to send a message, by its text.
@@ -65,7 +66,7 @@ func runLoad(self string) (loadResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir,
-		"MAX_CONCURRENT_QUERIES=100", "MAX_QUEUE_DEPTH=100000"), true)
+		"MAX_CONCURRENT_QUERIES=100", "MAX_QUEUE_DEPTH=100000", "BENCH_HEAP_PROFILE="+os.Getenv("BENCH_HEAP_PROFILE")), true)
 	if err != nil {
 		return res, err
 	}
@@ -158,8 +159,9 @@ func runLoad(self string) (loadResult, error) {
 	res.In1, res.Out1 = overhead(keys1)
 	res.In100, res.Out100 = overhead(keys100)
 
-	// Settled: after 10 s without traffic.
-	time.Sleep(10 * time.Second)
+	// Settled: 30 s without traffic (the gateway trims its heap after
+	// 10-20 s idle).
+	time.Sleep(30 * time.Second)
 	res.RSSAfterIdleKB, _ = rssKB(p.cmd.Process.Pid)
 	res.Goroutines = p.goroutineCount()
 	return res, nil

@@ -166,7 +166,7 @@ func runAll(outPath string, runs int) error {
 	w("| process start to READY | %s |\n", spreadDur(f.Start))
 	w("| idle RSS 10 s after READY | %s |\n", spreadKB(f.Idle10KB))
 	w("| idle RSS 60 s after READY | %s |\n", spreadKB(f.Idle60KB))
-	w("| RSS after %d channels and %d events | %.1f MB right after, %.1f MB 10 s later |\n", load.Channels, load.Events, float64(load.RSSAfterKB)/1024, float64(load.RSSAfterIdleKB)/1024)
+	w("| RSS after %d channels and %d events | %.1f MB right after, %.1f MB 30 s later |\n", load.Channels, load.Events, float64(load.RSSAfterKB)/1024, float64(load.RSSAfterIdleKB)/1024)
 	w("| goroutines after the load, idle | %d |\n\n", load.Goroutines)
 
 	w("## Overhead per event\n\n")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,12 +67,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// The scheduler needs the queue, the queue's handler needs the
 	// scheduler (Done) and the hooks need the runtime: bind them in turn.
 	var sched *schedule.Scheduler
+	var finished atomic.Uint64 // events processed, for trimWhenIdle
 	hooks := &hookRunner{}
 	core, err := NewCore(cfg, CoreOptions{
 		Backend: opts.Backend,
 		Replier: bot,
 		Hooks:   hooks,
-		OnDone:  func(e queue.Event, _ agent.Outcome) { sched.Done(e.ID) },
+		OnDone: func(e queue.Event, _ agent.Outcome) {
+			sched.Done(e.ID)
+			finished.Add(1)
+		},
 	}, log)
 	if err != nil {
 		return err
@@ -144,6 +149,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if reloadEvery <= 0 {
 		reloadEvery = 2 * time.Second
 	}
+	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
 	go watchConfig(bgCtx, cfg.ConfigDir, loaded, reloadEvery, hup, sched, log.With().Str("component", "schedule").Logger())
 	if hooksHTTP != nil {
 		hooksHTTP.Serve()
