@@ -44,11 +44,24 @@ type file struct {
 }
 
 // Store maps channel ids to bindings.
+//
+// Every change is on disk before Set or Delete returns. Concurrent changes
+// share writes (group commit): a caller that finds its change already
+// written by another caller's write returns without writing again, so a
+// hundred channels starting sessions at once cost a few writes, not a
+// hundred.
 type Store struct {
 	path string // empty: memory only
 
-	mu       sync.Mutex // guards bindings and serializes writes of the file
+	mu       sync.Mutex // guards bindings and version
 	bindings map[string]Binding
+	// version counts changes to bindings.
+	version uint64
+
+	// wmu serializes writes of the file and guards written.
+	wmu sync.Mutex
+	// written is the version the file holds.
+	written uint64
 }
 
 // Open loads the store at path, or starts empty if the file does not exist.
@@ -118,42 +131,35 @@ func (s *Store) Get(channel string) (Binding, bool) {
 	return b, ok
 }
 
-// Set binds the channel to b and saves the store.
+// Set binds the channel to b and saves the store. When the save fails the
+// binding stays in memory (the session keeps working) and the error says
+// it is not on disk.
 func (s *Store) Set(channel string, b Binding) error {
 	if b.SessionID == "" {
 		return errors.New("set session: empty session id")
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	b.Persona = maps.Clone(b.Persona)
-	old, had := s.bindings[channel]
 	s.bindings[channel] = b
-	if err := s.saveLocked(); err != nil {
-		if had {
-			s.bindings[channel] = old
-		} else {
-			delete(s.bindings, channel)
-		}
-		return err
-	}
-	return nil
+	s.version++
+	v := s.version
+	s.mu.Unlock()
+	return s.save(v)
 }
 
 // Delete removes the channel's binding (reset) and saves the store. It
 // reports whether there was one.
 func (s *Store) Delete(channel string) (bool, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, had := s.bindings[channel]
-	if !had {
+	if _, had := s.bindings[channel]; !had {
+		s.mu.Unlock()
 		return false, nil
 	}
 	delete(s.bindings, channel)
-	if err := s.saveLocked(); err != nil {
-		s.bindings[channel] = old
-		return true, err
-	}
-	return true, nil
+	s.version++
+	v := s.version
+	s.mu.Unlock()
+	return true, s.save(v)
 }
 
 // Channels lists the bound channel ids, sorted.
@@ -168,16 +174,26 @@ func (s *Store) Channels() []string {
 	return out
 }
 
-func (s *Store) saveLocked() error {
+// save makes sure the file holds version v or a later one.
+func (s *Store) save(v uint64) error {
 	if s.path == "" {
 		return nil
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.written >= v {
+		return nil // a write for a later change carried this one
+	}
+	s.mu.Lock()
 	data, err := json.MarshalIndent(file{Version: 1, Channels: s.bindings}, "", "  ")
+	latest := s.version
+	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("encode session store: %w", err)
 	}
 	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save session store: %w", err)
 	}
+	s.written = latest
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,6 +113,8 @@ func TestCorruptFileIsMovedAside(t *testing.T) {
 	}
 }
 
+// A failed save keeps the new binding in memory (the session keeps working)
+// and reports the error; the next successful save writes it.
 func TestFailedSaveKeepsMemoryConsistent(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
@@ -125,7 +128,39 @@ func TestFailedSaveKeepsMemoryConsistent(t *testing.T) {
 	if err := s.Set("c", Binding{SessionID: "two"}); err == nil {
 		t.Fatal("save succeeded")
 	}
-	if b, _ := s.Get("c"); b.SessionID != "one" {
-		t.Errorf("after a failed save Get = %q, want the old binding", b.SessionID)
+	if b, _ := s.Get("c"); b.SessionID != "two" {
+		t.Errorf("after a failed save Get = %q, want the new binding kept in memory", b.SessionID)
+	}
+	os.RemoveAll(path)
+	if err := s.Set("d", Binding{SessionID: "three"}); err != nil {
+		t.Fatal(err)
+	}
+	reopened := openStore(t, path)
+	if b, _ := reopened.Get("c"); b.SessionID != "two" {
+		t.Errorf("after recovery the file has c = %q, want two", b.SessionID)
+	}
+}
+
+func TestConcurrentSetsAreAllDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s := openStore(t, path)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Set(fmt.Sprint("c", i), Binding{SessionID: fmt.Sprint("s", i)}); err != nil {
+				t.Error(err)
+			}
+			// Set returned: the binding must be on disk now.
+			data, err := os.ReadFile(path)
+			if err != nil || !strings.Contains(string(data), fmt.Sprintf(`"s%d"`, i)) {
+				t.Errorf("binding c%d not on disk when Set returned", i)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := len(openStore(t, path).Channels()); got != 100 {
+		t.Errorf("reopened store has %d channels, want 100", got)
 	}
 }
