@@ -3,11 +3,17 @@ SHELL := /bin/bash
 # The agent CLIs of the conformance suite: npm package and pinned version.
 # Each installs into .tools/<name> (git-ignored); a stamp file per version
 # makes a changed pin reinstall and an unchanged one reuse the install.
-CLIS := claude codex
-claude_PKG     := @anthropic-ai/claude-code
-claude_VERSION := 2.1.330
-codex_PKG      := @openai/codex
-codex_VERSION  := 0.169.0
+CLIS := claude codex gemini opencode pi
+claude_PKG       := @anthropic-ai/claude-code
+claude_VERSION   := 2.1.330
+codex_PKG        := @openai/codex
+codex_VERSION    := 0.169.0
+gemini_PKG       := @google/gemini-cli
+gemini_VERSION   := 0.61.0
+opencode_PKG     := opencode-ai
+opencode_VERSION := 1.18.33
+pi_PKG           := @mariozechner/pi-coding-agent
+pi_VERSION       := 0.73.1
 
 TOOLS   := $(CURDIR)/.tools
 cli_bin   = $(TOOLS)/$(1)/node_modules/.bin/$(1)

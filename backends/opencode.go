@@ -1,0 +1,490 @@
+package backends
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentgateway/gateway/internal/proc"
+)
+
+func init() {
+	Register("opencode", func(o Options) Backend { return NewOpencode(o) })
+}
+
+// opencodeEnvAllow names the variables opencode may see beyond baseEnv: its
+// own settings (OPENCODE_*) and the keys of the providers it is most often
+// configured with, the same families the gateway's config hands to it.
+// NODE_OPTIONS and npm settings are not passed.
+var opencodeEnvAllow = []string{"OPENCODE_*", "ANTHROPIC_*", "OPENAI_*", "GEMINI_*", "GOOGLE_*"}
+
+// The environment variables opencode reads that the adapter sets.
+const (
+	// opencodeConfigContentEnv holds config JSON merged over the config
+	// files; the adapter adds the persona file to its "instructions".
+	opencodeConfigContentEnv = "OPENCODE_CONFIG_CONTENT"
+	// opencodePermissionEnv holds permission rules merged over every
+	// other config; the adapter maps PERMISSION_MODE onto it.
+	opencodePermissionEnv = "OPENCODE_PERMISSION"
+	// opencodeAutoupdateEnv stops opencode from updating itself mid-run
+	// (unless the operator set it otherwise).
+	opencodeAutoupdateEnv = "OPENCODE_DISABLE_AUTOUPDATE"
+)
+
+// Opencode runs one turn of the opencode CLI (`opencode run --format json`),
+// parsed by OpencodeParser. It is safe for concurrent use: every Run starts
+// its own process group.
+//
+// The persona goes in as an instructions file (opencode appends it to its
+// own system prompt and reads it again on every call, resumed sessions
+// included); permissions go in as OPENCODE_PERMISSION rules; the prompt is
+// on stdin.
+type Opencode struct {
+	opts Options
+}
+
+var _ Backend = (*Opencode)(nil)
+
+// NewOpencode returns the opencode adapter. opts.Binary is the CLI (default
+// "opencode" on PATH), opts.Env the environment it is filtered from,
+// opts.KillGrace the time between SIGTERM and SIGKILL (default
+// proc.DefaultGrace) and opts.Log gets diagnostics.
+func NewOpencode(opts Options) *Opencode {
+	return &Opencode{opts: opts}
+}
+
+// Name implements Backend.
+func (o *Opencode) Name() string { return "opencode" }
+
+// Run implements Backend. It spawns
+//
+//	opencode run --format json --pure (--title T | --session ID) [--model M]
+//	  [--agent plan] [--auto]
+//
+// with the prompt on stdin, cwd req.WorkDir and a filtered environment in
+// which OPENCODE_CONFIG_CONTENT carries the persona file (instructions) and
+// max turns (agent steps), and OPENCODE_PERMISSION the permission mode. A
+// ctx deadline kills the process group and returns KindTimeout; another
+// cancellation returns KindCanceled.
+func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	log := o.opts.Log.With().Str("backend", "opencode").Logger()
+
+	bin, err := o.binary()
+	if err != nil {
+		return Result{}, err
+	}
+	if req.WorkDir != "" {
+		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
+			if err == nil {
+				err = errors.New("not a directory")
+			}
+			return Result{}, &Error{Kind: KindExecution, Message: fmt.Sprintf("work dir %s", req.WorkDir), Err: err}
+		}
+	}
+
+	promptFile := req.SystemPromptFile
+	if promptFile == "" && req.SystemPrompt != "" {
+		f, err := opencodeWriteTemp(req.SystemPrompt)
+		if err != nil {
+			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
+		defer os.Remove(f)
+		promptFile = f
+	}
+
+	env, err := opencodeEnv(FilterEnv(o.opts.Env, opencodeEnvAllow, nil), req, promptFile)
+	if err != nil {
+		return Result{}, err
+	}
+	p, err := proc.Start(ctx, proc.Spec{
+		Path:  bin,
+		Args:  opencodeArgs(req),
+		Dir:   req.WorkDir,
+		Env:   env,
+		Stdin: strings.NewReader(req.Prompt),
+		Grace: o.opts.KillGrace,
+	})
+	if err != nil {
+		if ctxErr := opencodeContextError(ctx, context.Cause(ctx)); ctxErr != nil {
+			return Result{}, ctxErr
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return Result{}, opencodeNotFound(bin, err)
+		}
+		return Result{}, &Error{Kind: KindCrashed, Message: "start opencode", Err: err}
+	}
+	log = log.With().Int("pid", p.Pid()).Logger()
+
+	var parser OpencodeParser
+	var garbage garbageLog
+	split := &lineSplitter{max: claudeLineMax}
+	sc := bufio.NewScanner(p.Stdout())
+	sc.Buffer(make([]byte, 0, claudeLineStart), claudeLineMax)
+	sc.Split(split.split)
+	for sc.Scan() {
+		events, err := parser.Parse(sc.Bytes())
+		if err != nil {
+			garbage.add(sc.Bytes())
+			log.Debug().Int("bytes", len(sc.Bytes())).Int("skipped", garbage.n).Msg("skipped a stdout line that is not a JSON event")
+			continue
+		}
+		for _, ev := range events {
+			emit(ev)
+		}
+	}
+	scanErr := sc.Err()
+	if scanErr != nil {
+		_, _ = io.Copy(io.Discard, p.Stdout())
+	}
+	exit, waitErr := p.Wait()
+	stderr := strings.TrimSpace(p.StderrTail())
+	if garbage.n > 0 {
+		log.Warn().Int("skipped", garbage.n).Msg("opencode printed lines that are not JSON events")
+	}
+	if split.skipped > 0 {
+		log.Warn().Int("skipped", split.skipped).Int("max_bytes", claudeLineMax).Msg("skipped opencode output lines over the size limit")
+	}
+
+	// opencode prints no final line, so a stream cut short by the kill can
+	// look finished: when the context ended first, that decides.
+	if waitErr != nil {
+		if ctxErr := opencodeContextError(ctx, waitErr); ctxErr != nil {
+			ctxErr.Stderr = stderr
+			return Result{SessionID: parser.SessionID()}, ctxErr
+		}
+	}
+	for _, ev := range parser.Finish() {
+		emit(ev)
+	}
+	res, resErr := parser.Result()
+	if !errors.Is(resErr, errNoResult) {
+		var e *Error
+		if errors.As(resErr, &e) {
+			withTail := *e
+			withTail.Stderr = stderr
+			return res, &withTail
+		}
+		return res, nil
+	}
+	if e := classifyOpencodeStderr(stderr, req.SessionID != ""); e != nil {
+		e.Stderr = stderr
+		return res, e
+	}
+	msg := fmt.Sprintf("opencode ended without a result (%v)", exit)
+	if waitErr != nil {
+		msg += ": " + waitErr.Error()
+	}
+	if last := opencodeErrorLine(stderr); last != "" {
+		msg += "; " + last
+	} else if last := lastLine(stderr, 300); last != "" {
+		msg += "; stderr: " + last
+	}
+	if g := garbage.text(); g != "" {
+		msg += "; last non-JSON output: " + g
+	}
+	if split.skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", split.skipped, claudeLineMax)
+	}
+	if scanErr != nil {
+		scanErr = fmt.Errorf("read opencode output: %w", scanErr)
+	}
+	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+}
+
+// opencodeArgs builds the command line. The prompt is not on it: it goes
+// to stdin. --title on a new session keeps opencode from asking the model
+// for a title (a side request); a resumed session asks for none and keeps
+// its title. --pure keeps external plugins out of a headless run.
+func opencodeArgs(req Request) []string {
+	args := []string{"run", "--format", "json", "--pure"}
+	if req.SessionID != "" {
+		args = append(args, "--session", req.SessionID)
+	} else {
+		args = append(args, "--title", opencodeTitle(req.Prompt))
+	}
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	perm := opencodePermissions(req.PermissionMode, req.AllowedTools)
+	if perm.agent != "" {
+		args = append(args, "--agent", perm.agent)
+	}
+	if perm.auto {
+		args = append(args, "--auto")
+	}
+	return args
+}
+
+// opencodeTitle is the session title: the prompt's first line, cut to 60
+// characters. It is on argv, so it must stay short.
+func opencodeTitle(prompt string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	line = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.TrimSpace(line))
+	const max = 60
+	if utf8.RuneCountInString(line) > max {
+		line = string([]rune(line)[:max]) + "…"
+	}
+	if line == "" || strings.HasPrefix(line, "-") {
+		line = "gateway " + line
+	}
+	return strings.TrimSpace(line)
+}
+
+// opencodePerm is how a permission mode maps onto opencode.
+type opencodePerm struct {
+	// rules go into OPENCODE_PERMISSION (and the agent's own permission).
+	rules map[string]any
+	// agent is the primary agent to run, or "" for opencode's default.
+	agent string
+	// auto passes --auto: approve what is not explicitly denied.
+	auto bool
+}
+
+// opencodePermissions maps PERMISSION_MODE and ALLOWED_TOOLS onto
+// opencode. `opencode run` rejects every "ask" by itself, so "ask" means
+// "denied unless allowed".
+//
+//	default            edit, bash, webfetch: ask (so: denied)
+//	acceptEdits        edit: allow; bash, webfetch: ask
+//	plan               the plan agent; edit, bash: deny
+//	bypassPermissions  --auto: every ask approved; explicit denies stay
+//
+// An allowed tool ("Write", "Edit", "Bash", "Bash(git *)", "WebFetch",
+// "Read", …) becomes an allow rule for opencode's permission of that name
+// (Write and Edit are opencode's "edit"); plan mode keeps edit and bash
+// denied.
+func opencodePermissions(mode string, allowed []string) opencodePerm {
+	var p opencodePerm
+	switch mode {
+	case "bypassPermissions":
+		return opencodePerm{auto: true}
+	case "plan":
+		p = opencodePerm{agent: "plan", rules: map[string]any{"edit": "deny", "bash": "deny", "webfetch": "ask"}}
+	case "acceptEdits":
+		p = opencodePerm{rules: map[string]any{"edit": "allow", "bash": "ask", "webfetch": "ask"}}
+	default:
+		p = opencodePerm{rules: map[string]any{"edit": "ask", "bash": "ask", "webfetch": "ask"}}
+	}
+	for _, tool := range allowed {
+		name, pattern := opencodeToolPermission(tool)
+		if name == "" || (p.agent == "plan" && (name == "edit" || name == "bash")) {
+			continue
+		}
+		if pattern == "" {
+			p.rules[name] = "allow"
+			continue
+		}
+		rules, ok := p.rules[name].(map[string]any)
+		if !ok {
+			rules = map[string]any{}
+			if s, isString := p.rules[name].(string); isString {
+				rules["*"] = s
+			}
+			p.rules[name] = rules
+		}
+		rules[pattern] = "allow"
+	}
+	return p
+}
+
+// opencodeToolPermission maps a claude-style tool name, with an optional
+// pattern in parentheses, to opencode's permission name and pattern.
+func opencodeToolPermission(tool string) (name, pattern string) {
+	tool = strings.TrimSpace(tool)
+	if open := strings.IndexByte(tool, '('); open > 0 && strings.HasSuffix(tool, ")") {
+		pattern = strings.TrimSpace(tool[open+1 : len(tool)-1])
+		tool = tool[:open]
+	}
+	switch strings.ToLower(tool) {
+	case "":
+		return "", ""
+	case "write", "edit", "multiedit", "notebookedit", "patch":
+		return "edit", pattern
+	default:
+		return strings.ToLower(tool), pattern
+	}
+}
+
+// opencodeEnv adds the adapter's settings to the filtered environment:
+// the persona file and max turns merged into OPENCODE_CONFIG_CONTENT, the
+// permission rules merged over OPENCODE_PERMISSION, and autoupdate off
+// unless the operator chose otherwise.
+func opencodeEnv(env []string, req Request, promptFile string) ([]string, error) {
+	get := func(name string) (string, int) {
+		for i, kv := range env {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v, i
+			}
+		}
+		return "", -1
+	}
+	set := func(name, value string) {
+		if _, i := get(name); i >= 0 {
+			env[i] = name + "=" + value
+			return
+		}
+		env = append(env, name+"="+value)
+	}
+	perm := opencodePermissions(req.PermissionMode, req.AllowedTools)
+
+	userConfig, _ := get(opencodeConfigContentEnv)
+	config, err := opencodeJSONObject(userConfig, opencodeConfigContentEnv)
+	if err != nil {
+		return nil, err
+	}
+	changed := false
+	if promptFile != "" {
+		instructions, _ := config["instructions"].([]any)
+		config["instructions"] = append(instructions, promptFile)
+		changed = true
+	}
+	agentName := perm.agent
+	if agentName == "" {
+		agentName = "build"
+	}
+	if req.MaxTurns > 0 || (perm.agent != "" && perm.rules != nil) {
+		agents, _ := config["agent"].(map[string]any)
+		if agents == nil {
+			agents = map[string]any{}
+		}
+		agent, _ := agents[agentName].(map[string]any)
+		if agent == nil {
+			agent = map[string]any{}
+		}
+		if req.MaxTurns > 0 {
+			agent["steps"] = req.MaxTurns
+		}
+		if perm.agent != "" && perm.rules != nil {
+			// A built-in agent's own rules come after the global ones.
+			agentRules, _ := agent["permission"].(map[string]any)
+			agent["permission"] = opencodeMerge(agentRules, perm.rules)
+		}
+		agents[agentName] = agent
+		config["agent"] = agents
+		changed = true
+	}
+	if changed {
+		b, err := json.Marshal(config)
+		if err != nil {
+			return nil, &Error{Kind: KindExecution, Message: "encode " + opencodeConfigContentEnv, Err: err}
+		}
+		set(opencodeConfigContentEnv, string(b))
+	}
+
+	if perm.rules != nil {
+		userRules, _ := get(opencodePermissionEnv)
+		rules, err := opencodeJSONObject(userRules, opencodePermissionEnv)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(opencodeMerge(rules, perm.rules))
+		if err != nil {
+			return nil, &Error{Kind: KindExecution, Message: "encode " + opencodePermissionEnv, Err: err}
+		}
+		set(opencodePermissionEnv, string(b))
+	}
+	if _, i := get(opencodeAutoupdateEnv); i < 0 {
+		set(opencodeAutoupdateEnv, "1")
+	}
+	return env, nil
+}
+
+// opencodeJSONObject decodes an operator's JSON setting; empty is {}.
+func opencodeJSONObject(value, name string) (map[string]any, error) {
+	obj := map[string]any{}
+	if strings.TrimSpace(value) == "" {
+		return obj, nil
+	}
+	d := json.NewDecoder(bytes.NewReader([]byte(value)))
+	d.UseNumber()
+	if err := d.Decode(&obj); err != nil || obj == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return nil, &Error{Kind: KindExecution, Message: name + " must be a JSON object for the gateway to add its settings to it", Err: err}
+	}
+	return obj, nil
+}
+
+// opencodeMerge returns base with over's keys set on it (over wins).
+func opencodeMerge(base, over map[string]any) map[string]any {
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// binary resolves the CLI to run.
+func (o *Opencode) binary() (string, error) {
+	bin := o.opts.Binary
+	if bin == "" {
+		bin = "opencode"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", opencodeNotFound(bin, err)
+	}
+	return path, nil
+}
+
+func opencodeNotFound(bin string, err error) *Error {
+	return &Error{
+		Kind:    KindNotFound,
+		Message: fmt.Sprintf("opencode CLI %q not found: install with npm i -g opencode-ai or set AGENT_CLI_PATH", bin),
+		Err:     err,
+	}
+}
+
+// opencodeContextError turns the end of ctx into KindTimeout or
+// KindCanceled, or returns nil if ctx has not ended.
+func opencodeContextError(ctx context.Context, cause error) *Error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause == nil {
+		cause = context.Cause(ctx)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{Kind: KindTimeout, Message: "opencode did not finish in time and was stopped", Err: cause}
+	}
+	return &Error{Kind: KindCanceled, Message: "opencode was stopped", Err: cause}
+}
+
+func opencodeWriteTemp(text string) (string, error) {
+	f, err := os.CreateTemp("", "opencode-system-*.md")
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
