@@ -298,6 +298,8 @@ func scheduleChecks(cfg *config.Config, now time.Time) []check {
 		out = append(out, check{Name: "heartbeat", OK: true, Detail: "no heartbeat.md: no heartbeats"})
 	case err != nil:
 		out = append(out, check{Name: "heartbeat", Detail: err.Error()})
+	case len(checks) == 0 && len(ps) == 0:
+		out = append(out, check{Name: "heartbeat", OK: true, Detail: "heartbeat.md defines no checks"})
 	}
 	for _, h := range checks {
 		d := fmt.Sprintf("%s every %s, %s", h.Name, h.Interval, output(h.Channel))
@@ -311,6 +313,9 @@ func scheduleChecks(cfg *config.Config, now time.Time) []check {
 	agents, ps, err := schedule.ReadAgents(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		out = append(out, check{Name: "cron", Detail: err.Error()})
+	}
+	if err == nil && len(ps) == 0 && len(agents.CronJobs)+len(agents.Hooks)+len(agents.Webhooks) == 0 {
+		out = append(out, check{Name: "schedule", OK: true, Detail: "agents.md defines no cron jobs, hooks or webhooks"})
 	}
 	for _, c := range agents.CronJobs {
 		d := fmt.Sprintf("%s %q, %s", c.Name, c.Cron, output(c.Channel))
