@@ -77,6 +77,13 @@ var providerPrefixes = []string{
 	"GOOGLE_",
 	"OPENCODE_",
 	"PI_",
+	// Other providers pi and opencode can use.
+	"OPENROUTER_",
+	"GROQ_",
+	"MISTRAL_",
+	"XAI_",
+	"DEEPSEEK_",
+	"CEREBRAS_",
 }
 
 // isProviderVar reports whether name is passed to agent CLIs.
@@ -144,8 +151,8 @@ var backendEnv = map[string][]string{
 	BackendClaude:   {"ANTHROPIC_", "CLAUDE_CODE_", EnvIsSandbox},
 	BackendCodex:    {"OPENAI_"},
 	BackendGemini:   {"GEMINI_", "GOOGLE_"},
-	BackendOpencode: {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENCODE_"},
-	BackendPi:       {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "PI_"},
+	BackendOpencode: {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENCODE_", "OPENROUTER_", "GROQ_", "MISTRAL_", "XAI_", "DEEPSEEK_", "CEREBRAS_"},
+	BackendPi:       {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "PI_", "OPENROUTER_", "GROQ_", "MISTRAL_", "XAI_", "DEEPSEEK_", "CEREBRAS_"},
 }
 
 // Credentials returns the variables of which the named backend needs one
