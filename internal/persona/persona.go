@@ -91,7 +91,7 @@ func (f Files) Names() []string {
 // dropped; a file larger than MaxFileSize is cut off with a note. Load fails
 // only when dir itself is not a readable directory.
 func Load(dir string, log zerolog.Logger) (Files, error) {
-	return load(dir, log, func(path string, log zerolog.Logger) (string, error) { return readFile(path, log) })
+	return load(dir, sectionPaths(dir), log, readFile)
 }
 
 // Loader is Load for a process that loads the same directory for every
@@ -99,21 +99,30 @@ func Load(dir string, log zerolog.Logger) (Files, error) {
 // so edits still reach the next event. It is safe for concurrent use.
 type Loader struct {
 	dir   string
+	paths []string // per Sections entry
 	cache fileCache
 }
 
 // NewLoader returns a Loader for dir.
-func NewLoader(dir string) *Loader { return &Loader{dir: dir} }
+func NewLoader(dir string) *Loader { return &Loader{dir: dir, paths: sectionPaths(dir)} }
 
 // Load is persona.Load with unchanged files taken from the cache.
 func (l *Loader) Load(log zerolog.Logger) (Files, error) {
-	return load(l.dir, log, func(path string, log zerolog.Logger) (string, error) {
+	return load(l.dir, l.paths, log, func(path string, log zerolog.Logger) (string, error) {
 		content, _, err := l.cache.read(path, func() (string, error) { return readFile(path, log) })
 		return content, err
 	})
 }
 
-func load(dir string, log zerolog.Logger, read func(string, zerolog.Logger) (string, error)) (Files, error) {
+func sectionPaths(dir string) []string {
+	paths := make([]string, len(Sections))
+	for i, s := range Sections {
+		paths[i] = filepath.Join(dir, s.File)
+	}
+	return paths
+}
+
+func load(dir string, paths []string, log zerolog.Logger, read func(string, zerolog.Logger) (string, error)) (Files, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("config dir: %w", err)
@@ -122,25 +131,24 @@ func load(dir string, log zerolog.Logger, read func(string, zerolog.Logger) (str
 		return nil, fmt.Errorf("config dir %s: not a directory", dir)
 	}
 	files := make(Files, len(Sections))
-	for _, s := range Sections {
-		log := log.With().Str("file", s.File).Logger()
-		path := filepath.Join(dir, s.File)
+	for i, s := range Sections {
+		path := paths[i]
 		content, err := read(path, log)
 		if errors.Is(err, fs.ErrNotExist) && s.File == MemoryFile {
 			if _, err := createFile(path, []byte(MemoryHeader), filePerm); err != nil {
-				log.Error().Err(err).Msg("memory.md is missing and could not be created: section omitted")
+				log.Error().Str("file", s.File).Err(err).Msg("memory.md is missing and could not be created: section omitted")
 				continue
 			}
-			log.Info().Msg("created memory.md")
+			log.Info().Str("file", s.File).Msg("created memory.md")
 			content, err = read(path, log)
 		}
 		switch {
 		case err == nil:
 			files[s.Name] = content
 		case errors.Is(err, fs.ErrNotExist):
-			log.Warn().Str("section", s.Name).Msg("persona file missing: section omitted")
+			log.Warn().Str("file", s.File).Str("section", s.Name).Msg("persona file missing: section omitted")
 		default:
-			log.Error().Err(err).Str("section", s.Name).Msg("persona file unreadable: section omitted")
+			log.Error().Str("file", s.File).Err(err).Str("section", s.Name).Msg("persona file unreadable: section omitted")
 		}
 	}
 	return files, nil
@@ -173,11 +181,11 @@ func readFile(path string, log zerolog.Logger) (string, error) {
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
 	s := string(data)
 	if !utf8.ValidString(s) {
-		log.Warn().Msg("persona file is not valid UTF-8: bad bytes replaced with U+FFFD")
+		log.Warn().Str("file", filepath.Base(path)).Msg("persona file is not valid UTF-8: bad bytes replaced with U+FFFD")
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	if truncated {
-		log.Warn().Int("limit_bytes", MaxFileSize).Int64("size_bytes", fi.Size()).
+		log.Warn().Str("file", filepath.Base(path)).Int("limit_bytes", MaxFileSize).Int64("size_bytes", fi.Size()).
 			Msg("persona file too large: the prompt gets only its beginning")
 		s = strings.TrimRight(s, "\n") + fmt.Sprintf(
 			"\n\n[gateway: the rest of %s was cut off here because the file is larger than %d KiB; read the file itself to see all of it]\n",
