@@ -44,6 +44,12 @@ func runChild() error {
 		write("RUN %s %d %d\n", lastLine(req.Prompt), start, time.Now().UnixNano())
 		return res, nil
 	}}
+	if path := os.Getenv("BENCH_CPU_PROFILE"); path != "" {
+		if f, ferr := os.Create(path); ferr == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {

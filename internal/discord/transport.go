@@ -48,7 +48,12 @@ type transport struct {
 
 func newTransport(base http.RoundTripper, apiBaseURL string) (*transport, error) {
 	if base == nil {
-		base = http.DefaultTransport
+		// All REST calls go to one host. The default transport keeps two
+		// idle connections per host, so a typing call, a reply and a
+		// reaction at once close and redial connections all the time.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 8
+		base = t
 	}
 	from, err := url.Parse(strings.TrimSuffix(api.BaseEndpoint+api.Path, "/"))
 	if err != nil {
