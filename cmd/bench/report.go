@@ -188,6 +188,17 @@ func runAll(outPath string, runs int) error {
 	for _, g := range benches {
 		w("| %s | %.0f | %.0f | %.0f | %s |\n", g.Name, g.NsPerOp, g.BPerOp, g.Alloc, g.Extra)
 	}
+	w("\n## Where a budget is missed, and why\n\n")
+	anon, file := f.Split["RssAnon"], f.Split["RssFile"]
+	w("- **Idle RSS.** Of the idle RSS, %.1f MB is anonymous memory (heap, goroutine stacks, runtime) and %.1f MB is file-backed: the binary's own pages (the binary is %.1f MB). ",
+		float64(anon)/1024, float64(file)/1024, mb(f.BinaryBytes))
+	w("The kernel maps those as the process touches them, in 64 KB fault-around blocks, so nearly the whole binary ends up resident although little of it runs. ")
+	w("They are clean pages of the page cache: the kernel drops them first under memory pressure, and a second gateway process shares them. ")
+	w("The gateway's own memory is the anonymous part. Getting the total under 12 MB means a binary of about 9 MB: `go tool nm -size` puts the embedded time zone database at 0.45 MB (needed for cron `Timezone:` on images without /usr/share/zoneinfo) and the config decoders viper links in (YAML, TOML, cast) at about 0.4 MB of code that this gateway never calls (it reads only the environment and .env); viper is a fixed dependency. ")
+	w("After the load of 1,000 channels the RSS settles to the figure above once the gateway trims its heap (10-20 s without events); what stays is the channel, session and guild caches and the runtime's retained spans.\n")
+	w("- **Overhead p99.** The medians are 0.2-0.4 ms. The times include the fake Discord, which runs on the same two cores: its JSON encoding and WebSocket write on the way in, its HTTP handling on the way out, and, inside the gateway, arikawa decoding each gateway event (about a fifth of the gateway's CPU under load, in a CPU profile of the child). ")
+	w("The tail comes from sharing two cores between both processes and their garbage collectors; it moves between runs (0.7-1.4 ms at 1 channel, 1.8-4 ms at 100). On the gateway's side the per-event path does no blocking I/O beyond stat calls once a channel has its session: persona files, the prompt file and memory.md are only re-read when they change, and session writes are group-committed.\n")
+	w("- **Throughput** is bound by system calls: every event stats the six persona files and memory.md (so an edit is seen by the next event) and runs in its own goroutine.\n")
 	w("\n## Method\n\n")
 	w("- Idle: the stripped `gateway` binary runs `gateway run` against the in-process fake Discord (`internal/fakediscord`) with the claude backend configured but never called; start is process start to the fake seeing READY acknowledged; RSS is VmRSS from /proc/<pid>/status.\n")
 	w("- Load and overhead: `bench child` runs `gateway.Run` from the same code with an in-process backend that answers at once and reports wall-clock times of each call; the parent sends mentions through the fake Discord and reads the reply POSTs' arrival times.\n")
