@@ -64,6 +64,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err != nil {
 		return err
 	}
+	connected := false
+	defer func() {
+		if !connected {
+			bot.Close() // stops its state saver
+		}
+	}()
 	// The scheduler needs the queue, the queue's handler needs the
 	// scheduler (Done) and the hooks need the runtime: bind them in turn.
 	var sched *schedule.Scheduler
@@ -126,12 +132,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err != nil {
 		cancelRuns()
 		<-queueDone
-		bot.Close()
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
+	connected = true
 	// Timers, reloads and webhooks start once Discord can take replies.
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
@@ -158,7 +164,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		}
 	}
 
-	log.Info().Str("backend", core.Backend.Name()).Str("config_dir", cfg.ConfigDir).Msg("gateway running")
+	log.Info().Str("backend", core.Backend.Name()).Msg("gateway running")
 	if text := sched.Hook(schedule.HookStartup); text != "" {
 		if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookStartup, text, cfg.OutputChannelID)); err != nil {
 			log.Warn().Err(err).Msg("startup hook not queued")
