@@ -14,43 +14,29 @@
 package fakeapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
 // Anthropic is a fake Anthropic Messages API on 127.0.0.1.
 type Anthropic struct {
-	server    *httptest.Server
-	closed    chan struct{} // closed by Close: stalled handlers return
-	closeOnce sync.Once
+	*recorder[Request]
+	server *httptest.Server
 
-	mu        sync.Mutex // guards the fields below
-	isMainFn  func(Request) bool
-	script    []Turn // all turns ever added; next is the one to use
-	next      int
-	requests  []Request
-	inflight  int           // handlers running
-	changed   chan struct{} // closed and replaced when requests or inflight change
-	messages  int           // message ids handed out
-	toolCalls int           // tool_use ids handed out
+	// Guarded by the recorder\'s mu:
+	messages  int // message ids handed out
+	toolCalls int // tool_use ids handed out
 }
 
 // NewAnthropic starts a fake with the given script on 127.0.0.1 and a free
 // port. The caller must Close it. Like httptest.NewServer, it panics if it
 // cannot listen. Tests usually want StartAnthropic.
 func NewAnthropic(turns ...Turn) *Anthropic {
-	a := &Anthropic{
-		closed:  make(chan struct{}),
-		script:  append([]Turn(nil), turns...),
-		changed: make(chan struct{}),
-	}
+	a := &Anthropic{recorder: newRecorder(turns, IsMain, func(r *Request) *Exchange { return &r.Exchange })}
 	a.server = httptest.NewServer(a)
 	return a
 }
@@ -76,118 +62,8 @@ func (a *Anthropic) URL() string { return a.server.URL }
 // Close makes stalled requests return, then shuts the server down and
 // waits for every handler to finish. It is safe to call more than once.
 func (a *Anthropic) Close() {
-	a.closeOnce.Do(func() {
-		close(a.closed)
-		a.server.Close()
-	})
-}
-
-// Add appends turns to the script.
-func (a *Anthropic) Add(turns ...Turn) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.script = append(a.script, turns...)
-}
-
-// SetIsMain replaces the rule that tells Main requests from Helper ones
-// (IsMain by default; nil restores it), for a CLI whose side requests
-// IsMain gets wrong. It applies to requests that arrive afterwards.
-func (a *Anthropic) SetIsMain(isMain func(Request) bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.isMainFn = isMain
-}
-
-func (a *Anthropic) isMain(r Request) bool {
-	a.mu.Lock()
-	f := a.isMainFn
-	a.mu.Unlock()
-	if f == nil {
-		f = IsMain
-	}
-	return f(r)
-}
-
-// Remaining is the number of script turns not yet used.
-func (a *Anthropic) Remaining() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.script) - a.next
-}
-
-// Requests is every request so far, in arrival order.
-func (a *Anthropic) Requests() []Request {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return cloneRequests(a.requests)
-}
-
-// MainRequests is the Main requests so far, in arrival order.
-func (a *Anthropic) MainRequests() []Request { return onlyMain(a.Requests()) }
-
-// Exhausted is the number of Main requests that came after the script ran
-// out. A test whose script should have covered the conversation checks it
-// is 0.
-func (a *Anthropic) Exhausted() int {
-	n := 0
-	for _, r := range a.MainRequests() {
-		if r.Exhausted {
-			n++
-		}
-	}
-	return n
-}
-
-// WaitFor waits until done holds for the requests so far, and returns them.
-// done is called with the fake's lock held: it must not call the fake. When
-// ctx ends first it returns the requests and ctx's error.
-func (a *Anthropic) WaitFor(ctx context.Context, done func([]Request) bool) ([]Request, error) {
-	for {
-		a.mu.Lock()
-		ok := done(a.requests)
-		reqs, changed := cloneRequests(a.requests), a.changed
-		a.mu.Unlock()
-		if ok {
-			return reqs, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return reqs, fmt.Errorf("fakeapi: wait: %w", ctx.Err())
-		}
-	}
-}
-
-// WaitMain waits until at least n Main requests have arrived and returns
-// the Main requests. A request counts when it arrives, before it is
-// answered, so a stalled one counts too.
-func (a *Anthropic) WaitMain(ctx context.Context, n int) ([]Request, error) {
-	reqs, err := a.WaitFor(ctx, func(reqs []Request) bool {
-		return len(onlyMain(reqs)) >= n
-	})
-	main := onlyMain(reqs)
-	if err != nil {
-		return main, fmt.Errorf("got %d of %d main requests: %w", len(main), n, err)
-	}
-	return main, nil
-}
-
-// WaitIdle waits until no request is being handled, e.g. until a stalled
-// request has seen its client go away.
-func (a *Anthropic) WaitIdle(ctx context.Context) error {
-	for {
-		a.mu.Lock()
-		n, changed := a.inflight, a.changed
-		a.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("fakeapi: %d requests still running: %w", n, ctx.Err())
-		}
-	}
+	a.shut()
+	a.server.Close()
 }
 
 // Summary is a line per request (kind, method, path, model, turn), for
@@ -213,19 +89,8 @@ func (a *Anthropic) Summary() string {
 // ServeHTTP answers one request and records it. It is exported so a
 // command-line helper can serve the fake on an address of its choosing.
 func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	req := Request{
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Query:  r.URL.RawQuery,
-		Header: r.Header.Clone(),
-		Body:   body,
-		Kind:   Other,
-		Turn:   -1,
-	}
-	if json.Unmarshal(body, &req.JSON) != nil {
-		req.JSON = nil
-	}
+	req := Request{Exchange: readExchange(r)}
+	body := req.Body
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		req.Kind = Helper
@@ -287,42 +152,6 @@ func IsMain(r Request) bool {
 	return thinking
 }
 
-// record logs req, gives it its Seq and, for a Main request, takes the next
-// turn of the script.
-func (a *Anthropic) record(req *Request) Turn {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	req.Seq = len(a.requests)
-	var turn Turn
-	if req.Kind == Main {
-		if a.next < len(a.script) {
-			req.Turn = a.next
-			turn = a.script[a.next]
-			a.next++
-		} else {
-			req.Exhausted = true
-			turn = Text(ScriptExhaustedText)
-		}
-	}
-	a.requests = append(a.requests, *req)
-	a.inflight++
-	a.notifyLocked()
-	return turn
-}
-
-// done marks a handler finished.
-func (a *Anthropic) done() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.inflight--
-	a.notifyLocked()
-}
-
-func (a *Anthropic) notifyLocked() {
-	close(a.changed)
-	a.changed = make(chan struct{})
-}
-
 // answer writes turn as the response to req: an error, a stall, an SSE
 // stream or a JSON message.
 func (a *Anthropic) answer(w http.ResponseWriter, r *http.Request, req *Request, turn Turn) {
@@ -358,14 +187,6 @@ func (a *Anthropic) answer(w http.ResponseWriter, r *http.Request, req *Request,
 	writeStream(w, msg, turn.Stall)
 	if turn.Stall != NoStall {
 		a.stall(r.Context())
-	}
-}
-
-// stall blocks until the client goes away or the fake is closed.
-func (a *Anthropic) stall(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-a.closed:
 	}
 }
 
@@ -418,15 +239,3 @@ func writeError(w http.ResponseWriter, e APIError) {
 
 // estimateTokens is a rough count for count_tokens: four bytes a token.
 func estimateTokens(body []byte) int { return len(body)/4 + 1 }
-
-func cloneRequests(reqs []Request) []Request { return append([]Request(nil), reqs...) }
-
-func onlyMain(reqs []Request) []Request {
-	var main []Request
-	for _, r := range reqs {
-		if r.Kind == Main {
-			main = append(main, r)
-		}
-	}
-	return main
-}

@@ -8,64 +8,36 @@ package fakeapi
 // Anthropic; a Chat is safe for concurrent use in the same way.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
 // Chat is a fake OpenAI Chat Completions API on 127.0.0.1.
 type Chat struct {
-	server    *httptest.Server
-	closed    chan struct{} // closed by Close: stalled handlers return
-	closeOnce sync.Once
+	*recorder[ChatRequest]
+	server *httptest.Server
 
-	mu        sync.Mutex // guards the fields below
-	isMainFn  func(ChatRequest) bool
-	script    []Turn // all turns ever added; next is the one to use
-	next      int
-	requests  []ChatRequest
-	inflight  int           // handlers running
-	changed   chan struct{} // closed and replaced when requests or inflight change
-	responses int           // completion ids handed out
-	toolCalls int           // tool call ids handed out
+	// Guarded by the recorder\'s mu:
+	responses int // completion ids handed out
+	toolCalls int // tool call ids handed out
 }
 
 // ChatRequest is one request as the Chat fake received it. Its Header,
 // Body and JSON are shared with the fake's log: read them, don't change them.
 type ChatRequest struct {
-	Seq    int // arrival order, from 0, over all kinds
-	Method string
-	Path   string
-	Query  string
-	Header http.Header
-	Body   []byte
-	// JSON is the decoded body; nil when the body is not a JSON object.
-	JSON map[string]any
-	Kind Kind
-	// Turn is the index of the script turn that answered a Main request,
-	// or -1 (not Main, or the script was exhausted).
-	Turn int
-	// Exhausted is true for a Main request that came after the script ran
-	// out and got ScriptExhaustedText.
-	Exhausted bool
+	Exchange
 }
 
 // NewChat starts a fake with the given script on 127.0.0.1 and a free
 // port. The caller must Close it. Like httptest.NewServer, it panics if it
 // cannot listen. Tests usually want StartChat.
 func NewChat(turns ...Turn) *Chat {
-	c := &Chat{
-		closed:  make(chan struct{}),
-		script:  append([]Turn(nil), turns...),
-		changed: make(chan struct{}),
-	}
+	c := &Chat{recorder: newRecorder(turns, IsChatMain, func(r *ChatRequest) *Exchange { return &r.Exchange })}
 	c.server = httptest.NewServer(c)
 	return c
 }
@@ -95,36 +67,8 @@ func (c *Chat) BaseURL() string { return c.server.URL + "/v1" }
 // Close makes stalled requests return, then shuts the server down and
 // waits for every handler to finish. It is safe to call more than once.
 func (c *Chat) Close() {
-	c.closeOnce.Do(func() {
-		close(c.closed)
-		c.server.Close()
-	})
-}
-
-// Add appends turns to the script.
-func (c *Chat) Add(turns ...Turn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.script = append(c.script, turns...)
-}
-
-// SetIsMain replaces the rule that tells Main requests from Helper ones
-// (IsChatMain by default; nil restores it). It applies to requests that
-// arrive afterwards.
-func (c *Chat) SetIsMain(isMain func(ChatRequest) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.isMainFn = isMain
-}
-
-func (c *Chat) isMain(r ChatRequest) bool {
-	c.mu.Lock()
-	f := c.isMainFn
-	c.mu.Unlock()
-	if f == nil {
-		f = IsChatMain
-	}
-	return f(r)
+	c.shut()
+	c.server.Close()
 }
 
 // IsChatMain is the default rule that tells a conversation request from a
@@ -132,85 +76,6 @@ func (c *Chat) isMain(r ChatRequest) bool {
 // tools. opencode 1.18.33 offers its tools on every conversation request
 // and none on its title and summary requests.
 func IsChatMain(r ChatRequest) bool { return len(r.Tools()) > 0 }
-
-// Remaining is the number of script turns not yet used.
-func (c *Chat) Remaining() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.script) - c.next
-}
-
-// Requests is every request so far, in arrival order.
-func (c *Chat) Requests() []ChatRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]ChatRequest(nil), c.requests...)
-}
-
-// MainRequests is the Main requests so far, in arrival order.
-func (c *Chat) MainRequests() []ChatRequest { return onlyMainChat(c.Requests()) }
-
-// Exhausted is the number of Main requests that came after the script ran
-// out.
-func (c *Chat) Exhausted() int {
-	n := 0
-	for _, r := range c.MainRequests() {
-		if r.Exhausted {
-			n++
-		}
-	}
-	return n
-}
-
-// WaitFor waits until done holds for the requests so far, and returns them.
-// done is called with the fake's lock held: it must not call the fake. When
-// ctx ends first it returns the requests and ctx's error.
-func (c *Chat) WaitFor(ctx context.Context, done func([]ChatRequest) bool) ([]ChatRequest, error) {
-	for {
-		c.mu.Lock()
-		ok := done(c.requests)
-		reqs, changed := append([]ChatRequest(nil), c.requests...), c.changed
-		c.mu.Unlock()
-		if ok {
-			return reqs, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return reqs, fmt.Errorf("fakeapi: wait: %w", ctx.Err())
-		}
-	}
-}
-
-// WaitMain waits until at least n Main requests have arrived and returns
-// the Main requests. A stalled request counts when it arrives.
-func (c *Chat) WaitMain(ctx context.Context, n int) ([]ChatRequest, error) {
-	reqs, err := c.WaitFor(ctx, func(reqs []ChatRequest) bool {
-		return len(onlyMainChat(reqs)) >= n
-	})
-	main := onlyMainChat(reqs)
-	if err != nil {
-		return main, fmt.Errorf("got %d of %d main requests: %w", len(main), n, err)
-	}
-	return main, nil
-}
-
-// WaitIdle waits until no request is being handled.
-func (c *Chat) WaitIdle(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		n, changed := c.inflight, c.changed
-		c.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("fakeapi: %d chat requests still running: %w", n, ctx.Err())
-		}
-	}
-}
 
 // Summary is a line per request (kind, method, path, model, turn), for
 // failure messages.
@@ -234,19 +99,7 @@ func (c *Chat) Summary() string {
 
 // ServeHTTP answers one request and records it.
 func (c *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	req := ChatRequest{
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Query:  r.URL.RawQuery,
-		Header: r.Header.Clone(),
-		Body:   body,
-		Kind:   Other,
-		Turn:   -1,
-	}
-	if json.Unmarshal(body, &req.JSON) != nil {
-		req.JSON = nil
-	}
+	req := ChatRequest{Exchange: readExchange(r)}
 	isCompletion := r.Method == http.MethodPost &&
 		(r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/chat/completions")
 	if isCompletion {
@@ -269,48 +122,6 @@ func (c *Chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{}})
 	default:
 		writeChatError(w, APIError{Status: http.StatusNotFound, Message: "fakeapi: no route for " + r.Method + " " + r.URL.Path})
-	}
-}
-
-// record logs req, gives it its Seq and, for a Main request, takes the next
-// turn of the script.
-func (c *Chat) record(req *ChatRequest) Turn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	req.Seq = len(c.requests)
-	var turn Turn
-	if req.Kind == Main {
-		if c.next < len(c.script) {
-			req.Turn = c.next
-			turn = c.script[c.next]
-			c.next++
-		} else {
-			req.Exhausted = true
-			turn = Text(ScriptExhaustedText)
-		}
-	}
-	c.requests = append(c.requests, *req)
-	c.inflight++
-	c.notifyLocked()
-	return turn
-}
-
-func (c *Chat) done() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.inflight--
-	c.notifyLocked()
-}
-
-func (c *Chat) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-func (c *Chat) stall(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-c.closed:
 	}
 }
 
@@ -555,16 +366,6 @@ func chatErrorType(status int) (typ, code string) {
 	default:
 		return "server_error", ""
 	}
-}
-
-func onlyMainChat(reqs []ChatRequest) []ChatRequest {
-	var main []ChatRequest
-	for _, r := range reqs {
-		if r.Kind == Main {
-			main = append(main, r)
-		}
-	}
-	return main
 }
 
 // chatBody is the part of a Chat Completions body the fake reads.

@@ -1,14 +1,11 @@
 package fakeapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -24,48 +21,23 @@ import (
 //
 // A Gemini is safe for concurrent use.
 type Gemini struct {
-	server    *httptest.Server
-	closed    chan struct{} // closed by Close: stalled handlers return
-	closeOnce sync.Once
+	*recorder[GeminiRequest]
+	server *httptest.Server
 
-	mu       sync.Mutex // guards the fields below
-	isMainFn func(GeminiRequest) bool
-	script   []Turn // all turns ever added; next is the one to use
-	next     int
-	requests []GeminiRequest
-	inflight int           // handlers running
-	changed  chan struct{} // closed and replaced when requests or inflight change
-	replies  int           // response ids handed out
+	// Guarded by the recorder\'s mu:
+	replies int // response ids handed out
 }
 
 // GeminiRequest is one request as the Gemini fake received it. Its Header,
 // Body and JSON are shared with the fake's log: read them, don't change them.
 type GeminiRequest struct {
-	Seq    int // arrival order, from 0, over all kinds
-	Method string
-	Path   string // e.g. /v1beta/models/gemini-2.5-pro:streamGenerateContent
-	Query  string // raw query, e.g. "alt=sse"
-	Header http.Header
-	Body   []byte
-	// JSON is the decoded body; nil when the body is not a JSON object.
-	JSON map[string]any
-	Kind Kind
-	// Turn is the index of the script turn that answered a Main request,
-	// or -1 (not Main, or the script was exhausted).
-	Turn int
-	// Exhausted is true for a Main request that came after the script ran
-	// out and got ScriptExhaustedText.
-	Exhausted bool
+	Exchange
 }
 
 // NewGemini starts a Gemini fake with the given script on 127.0.0.1 and a
 // free port. The caller must Close it. Tests usually want StartGemini.
 func NewGemini(turns ...Turn) *Gemini {
-	g := &Gemini{
-		closed:  make(chan struct{}),
-		script:  append([]Turn(nil), turns...),
-		changed: make(chan struct{}),
-	}
+	g := &Gemini{recorder: newRecorder(turns, GeminiIsMain, func(r *GeminiRequest) *Exchange { return &r.Exchange })}
 	g.server = httptest.NewServer(g)
 	return g
 }
@@ -91,105 +63,8 @@ func (g *Gemini) URL() string { return g.server.URL }
 // Close makes stalled requests return, then shuts the server down and
 // waits for every handler to finish. It is safe to call more than once.
 func (g *Gemini) Close() {
-	g.closeOnce.Do(func() {
-		close(g.closed)
-		g.server.Close()
-	})
-}
-
-// Add appends turns to the script.
-func (g *Gemini) Add(turns ...Turn) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.script = append(g.script, turns...)
-}
-
-// SetIsMain replaces the rule that tells Main requests from Helper ones
-// (GeminiIsMain by default; nil restores it). It applies to requests that
-// arrive afterwards.
-func (g *Gemini) SetIsMain(isMain func(GeminiRequest) bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.isMainFn = isMain
-}
-
-// Remaining is the number of script turns not yet used.
-func (g *Gemini) Remaining() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.script) - g.next
-}
-
-// Requests is every request so far, in arrival order.
-func (g *Gemini) Requests() []GeminiRequest {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]GeminiRequest(nil), g.requests...)
-}
-
-// MainRequests is the Main requests so far, in arrival order.
-func (g *Gemini) MainRequests() []GeminiRequest { return onlyMainGemini(g.Requests()) }
-
-// Exhausted is the number of Main requests that came after the script ran
-// out.
-func (g *Gemini) Exhausted() int {
-	n := 0
-	for _, r := range g.MainRequests() {
-		if r.Exhausted {
-			n++
-		}
-	}
-	return n
-}
-
-// WaitFor waits until done holds for the requests so far, and returns them.
-// done is called with the fake's lock held: it must not call the fake. When
-// ctx ends first it returns the requests and ctx's error.
-func (g *Gemini) WaitFor(ctx context.Context, done func([]GeminiRequest) bool) ([]GeminiRequest, error) {
-	for {
-		g.mu.Lock()
-		ok := done(g.requests)
-		reqs, changed := append([]GeminiRequest(nil), g.requests...), g.changed
-		g.mu.Unlock()
-		if ok {
-			return reqs, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return reqs, fmt.Errorf("fakeapi: wait: %w", ctx.Err())
-		}
-	}
-}
-
-// WaitMain waits until at least n Main requests have arrived (answered or
-// not) and returns the Main requests.
-func (g *Gemini) WaitMain(ctx context.Context, n int) ([]GeminiRequest, error) {
-	reqs, err := g.WaitFor(ctx, func(reqs []GeminiRequest) bool {
-		return len(onlyMainGemini(reqs)) >= n
-	})
-	main := onlyMainGemini(reqs)
-	if err != nil {
-		return main, fmt.Errorf("got %d of %d main requests: %w", len(main), n, err)
-	}
-	return main, nil
-}
-
-// WaitIdle waits until no request is being handled.
-func (g *Gemini) WaitIdle(ctx context.Context) error {
-	for {
-		g.mu.Lock()
-		n, changed := g.inflight, g.changed
-		g.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("fakeapi: %d requests still running: %w", n, ctx.Err())
-		}
-	}
+	g.shut()
+	g.server.Close()
 }
 
 // Summary is a line per request (kind, method, path, tools, turn), for
@@ -231,19 +106,8 @@ func GeminiIsMain(r GeminiRequest) bool {
 
 // ServeHTTP answers one request and records it.
 func (g *Gemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	req := GeminiRequest{
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Query:  r.URL.RawQuery,
-		Header: r.Header.Clone(),
-		Body:   body,
-		Kind:   Other,
-		Turn:   -1,
-	}
-	if json.Unmarshal(body, &req.JSON) != nil {
-		req.JSON = nil
-	}
+	req := GeminiRequest{Exchange: readExchange(r)}
+	body := req.Body
 	switch {
 	case r.Method == http.MethodPost && req.Generate():
 		req.Kind = Helper
@@ -267,51 +131,6 @@ func (g *Gemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeGeminiError(w, APIError{Status: http.StatusNotFound, Message: "fakeapi: no route for " + r.Method + " " + r.URL.Path})
 	}
-}
-
-func (g *Gemini) isMain(r GeminiRequest) bool {
-	g.mu.Lock()
-	f := g.isMainFn
-	g.mu.Unlock()
-	if f == nil {
-		f = GeminiIsMain
-	}
-	return f(r)
-}
-
-// record logs req, gives it its Seq and, for a Main request, takes the next
-// turn of the script.
-func (g *Gemini) record(req *GeminiRequest) Turn {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	req.Seq = len(g.requests)
-	var turn Turn
-	if req.Kind == Main {
-		if g.next < len(g.script) {
-			req.Turn = g.next
-			turn = g.script[g.next]
-			g.next++
-		} else {
-			req.Exhausted = true
-			turn = Text(ScriptExhaustedText)
-		}
-	}
-	g.requests = append(g.requests, *req)
-	g.inflight++
-	g.notifyLocked()
-	return turn
-}
-
-func (g *Gemini) done() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.inflight--
-	g.notifyLocked()
-}
-
-func (g *Gemini) notifyLocked() {
-	close(g.changed)
-	g.changed = make(chan struct{})
 }
 
 // answer writes turn as the response to req: an error, a stall, an SSE
@@ -372,13 +191,6 @@ func (g *Gemini) answer(w http.ResponseWriter, r *http.Request, req *GeminiReque
 			g.stall(r.Context())
 			return
 		}
-	}
-}
-
-func (g *Gemini) stall(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-g.closed:
 	}
 }
 
@@ -554,16 +366,6 @@ func geminiStatus(code int) string {
 	default:
 		return "INTERNAL"
 	}
-}
-
-func onlyMainGemini(reqs []GeminiRequest) []GeminiRequest {
-	var main []GeminiRequest
-	for _, r := range reqs {
-		if r.Kind == Main {
-			main = append(main, r)
-		}
-	}
-	return main
 }
 
 // geminiBody is the part of a generate request body the fake reads.

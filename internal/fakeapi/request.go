@@ -2,7 +2,6 @@ package fakeapi
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 )
 
@@ -24,21 +23,7 @@ const (
 // Request is one request as the fake received it. Its Header, Body and JSON
 // are shared with the fake's log: read them, don't change them.
 type Request struct {
-	Seq    int // arrival order, from 0, over all kinds
-	Method string
-	Path   string
-	Query  string // raw query, e.g. "beta=true"
-	Header http.Header
-	Body   []byte
-	// JSON is the decoded body; nil when the body is not a JSON object.
-	JSON map[string]any
-	Kind Kind
-	// Turn is the index of the script turn that answered a Main request,
-	// or -1 (not Main, or the script was exhausted).
-	Turn int
-	// Exhausted is true for a Main request that came after the script ran
-	// out and got ScriptExhaustedText.
-	Exhausted bool
+	Exchange
 }
 
 // messagesBody is the part of a Messages API body the fake reads.

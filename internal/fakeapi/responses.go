@@ -1,14 +1,11 @@
 package fakeapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -29,51 +26,26 @@ import (
 //
 // A Responses is safe for concurrent use.
 type Responses struct {
-	server    *httptest.Server
-	closed    chan struct{} // closed by Close: stalled handlers return
-	closeOnce sync.Once
+	*recorder[ResponsesRequest]
+	server *httptest.Server
 
-	mu        sync.Mutex // guards the fields below
-	isMainFn  func(ResponsesRequest) bool
-	script    []Turn // all turns ever added; next is the one to use
-	next      int
-	requests  []ResponsesRequest
-	inflight  int           // handlers running
-	changed   chan struct{} // closed and replaced when requests or inflight change
-	responses int           // response ids handed out
-	items     int           // item ids handed out
-	toolCalls int           // call ids handed out
+	// Guarded by the recorder\'s mu:
+	responses int // response ids handed out
+	items     int // item ids handed out
+	toolCalls int // call ids handed out
 }
 
 // ResponsesRequest is one request as the Responses fake received it. Its
 // Header, Body and JSON are shared with the fake's log: read them, don't
 // change them.
 type ResponsesRequest struct {
-	Seq    int // arrival order, from 0, over all kinds
-	Method string
-	Path   string
-	Query  string
-	Header http.Header
-	Body   []byte
-	// JSON is the decoded body; nil when the body is not a JSON object.
-	JSON map[string]any
-	Kind Kind
-	// Turn is the index of the script turn that answered a Main request,
-	// or -1 (not Main, or the script was exhausted).
-	Turn int
-	// Exhausted is true for a Main request that came after the script ran
-	// out and got ScriptExhaustedText.
-	Exhausted bool
+	Exchange
 }
 
 // NewResponses starts a fake with the given script on 127.0.0.1 and a free
 // port. The caller must Close it. Tests usually want StartResponses.
 func NewResponses(turns ...Turn) *Responses {
-	s := &Responses{
-		closed:  make(chan struct{}),
-		script:  append([]Turn(nil), turns...),
-		changed: make(chan struct{}),
-	}
+	s := &Responses{recorder: newRecorder(turns, ResponsesIsMain, func(r *ResponsesRequest) *Exchange { return &r.Exchange })}
 	s.server = httptest.NewServer(s)
 	return s
 }
@@ -99,103 +71,8 @@ func (s *Responses) URL() string { return s.server.URL }
 // Close makes stalled requests return, then shuts the server down and
 // waits for every handler to finish. It is safe to call more than once.
 func (s *Responses) Close() {
-	s.closeOnce.Do(func() {
-		close(s.closed)
-		s.server.Close()
-	})
-}
-
-// Add appends turns to the script.
-func (s *Responses) Add(turns ...Turn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, turns...)
-}
-
-// SetIsMain replaces the rule that tells Main requests from Helper ones
-// (ResponsesIsMain by default; nil restores it).
-func (s *Responses) SetIsMain(isMain func(ResponsesRequest) bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.isMainFn = isMain
-}
-
-// Remaining is the number of script turns not yet used.
-func (s *Responses) Remaining() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script) - s.next
-}
-
-// Requests is every request so far, in arrival order.
-func (s *Responses) Requests() []ResponsesRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]ResponsesRequest(nil), s.requests...)
-}
-
-// MainRequests is the Main requests so far, in arrival order.
-func (s *Responses) MainRequests() []ResponsesRequest { return responsesOnlyMain(s.Requests()) }
-
-// Exhausted is the number of Main requests that came after the script ran
-// out.
-func (s *Responses) Exhausted() int {
-	n := 0
-	for _, r := range s.MainRequests() {
-		if r.Exhausted {
-			n++
-		}
-	}
-	return n
-}
-
-// WaitFor waits until done holds for the requests so far, and returns them.
-// done is called with the fake's lock held: it must not call the fake.
-func (s *Responses) WaitFor(ctx context.Context, done func([]ResponsesRequest) bool) ([]ResponsesRequest, error) {
-	for {
-		s.mu.Lock()
-		ok := done(s.requests)
-		reqs, changed := append([]ResponsesRequest(nil), s.requests...), s.changed
-		s.mu.Unlock()
-		if ok {
-			return reqs, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return reqs, fmt.Errorf("fakeapi: wait: %w", ctx.Err())
-		}
-	}
-}
-
-// WaitMain waits until at least n Main requests have arrived (answered or
-// not) and returns the Main requests.
-func (s *Responses) WaitMain(ctx context.Context, n int) ([]ResponsesRequest, error) {
-	reqs, err := s.WaitFor(ctx, func(reqs []ResponsesRequest) bool {
-		return len(responsesOnlyMain(reqs)) >= n
-	})
-	main := responsesOnlyMain(reqs)
-	if err != nil {
-		return main, fmt.Errorf("got %d of %d main requests: %w", len(main), n, err)
-	}
-	return main, nil
-}
-
-// WaitIdle waits until no request is being handled.
-func (s *Responses) WaitIdle(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		n, changed := s.inflight, s.changed
-		s.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("fakeapi: %d requests still running: %w", n, ctx.Err())
-		}
-	}
+	s.shut()
+	s.server.Close()
 }
 
 // Summary is a line per request, for failure messages.
@@ -219,19 +96,7 @@ func (s *Responses) Summary() string {
 
 // ServeHTTP answers one request and records it.
 func (s *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	req := ResponsesRequest{
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Query:  r.URL.RawQuery,
-		Header: r.Header.Clone(),
-		Body:   body,
-		Kind:   Other,
-		Turn:   -1,
-	}
-	if json.Unmarshal(body, &req.JSON) != nil {
-		req.JSON = nil
-	}
+	req := ResponsesRequest{Exchange: readExchange(r)}
 	isResponses := r.URL.Path == "/v1/responses" || r.URL.Path == "/responses"
 	if r.Method == http.MethodPost && isResponses {
 		req.Kind = Helper
@@ -260,56 +125,6 @@ func (s *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a helper request: a request is Main when it offers tools. Every turn codex
 // 0.169.0 sends offers its tools (exec_command, apply_patch, ...).
 func ResponsesIsMain(r ResponsesRequest) bool { return len(r.Tools()) > 0 }
-
-func (s *Responses) isMain(r ResponsesRequest) bool {
-	s.mu.Lock()
-	f := s.isMainFn
-	s.mu.Unlock()
-	if f == nil {
-		f = ResponsesIsMain
-	}
-	return f(r)
-}
-
-func (s *Responses) record(req *ResponsesRequest) Turn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	req.Seq = len(s.requests)
-	var turn Turn
-	if req.Kind == Main {
-		if s.next < len(s.script) {
-			req.Turn = s.next
-			turn = s.script[s.next]
-			s.next++
-		} else {
-			req.Exhausted = true
-			turn = Text(ScriptExhaustedText)
-		}
-	}
-	s.requests = append(s.requests, *req)
-	s.inflight++
-	s.notifyLocked()
-	return turn
-}
-
-func (s *Responses) done() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inflight--
-	s.notifyLocked()
-}
-
-func (s *Responses) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-func (s *Responses) stall(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-s.closed:
-	}
-}
 
 // answer writes turn as the response to req.
 func (s *Responses) answer(w http.ResponseWriter, r *http.Request, req *ResponsesRequest, turn Turn) {
@@ -546,16 +361,6 @@ func nilIfEmpty(s string) any {
 		return nil
 	}
 	return s
-}
-
-func responsesOnlyMain(reqs []ResponsesRequest) []ResponsesRequest {
-	var main []ResponsesRequest
-	for _, r := range reqs {
-		if r.Kind == Main {
-			main = append(main, r)
-		}
-	}
-	return main
 }
 
 // responsesBody is the part of a Responses API body the fake reads.

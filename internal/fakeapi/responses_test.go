@@ -262,7 +262,7 @@ func TestResponsesRequestAccessors(t *testing.T) {
 	if diff := cmp.Diff(want, r.Transcript()); diff != "" {
 		t.Errorf("transcript (-want +got):\n%s", diff)
 	}
-	str := ResponsesRequest{Body: []byte(`{"input":"just a string"}`)}
+	str := ResponsesRequest{Exchange: Exchange{Body: []byte(`{"input":"just a string"}`)}}
 	if str.Prompt() != "just a string" {
 		t.Errorf("string input: prompt = %q", str.Prompt())
 	}
