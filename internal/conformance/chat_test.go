@@ -31,7 +31,7 @@ func TestConformanceChatBinary(t *testing.T) {
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + t.TempDir(),
 		"CONFIG_DIR=" + configDir,
-		"AGENT_CLI_PATH=" + claudeBinary(t),
+		"AGENT_CLI_PATH=" + cliBinary(t, "claude"),
 		"PERMISSION_MODE=acceptEdits",
 		"QUERY_TIMEOUT_MS=60000",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",

@@ -54,18 +54,6 @@ type harness struct {
 	env      []string
 }
 
-func claudeBinary(t *testing.T) string {
-	bin := os.Getenv("CLAUDE_BIN")
-	if bin == "" {
-		t.Fatal("CLAUDE_BIN is not set: run `make conformance`, which installs the pinned claude CLI")
-	}
-	abs, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 func newHarness(t *testing.T, timeout time.Duration, turns ...fakeapi.Turn) *harness {
 	t.Helper()
 	api := fakeapi.StartAnthropic(t, turns...)
@@ -91,7 +79,7 @@ func newHarness(t *testing.T, timeout time.Duration, turns ...fakeapi.Turn) *har
 		"DISCORD_BOT_TOKEN=" + discordToken,
 		"WEBHOOK_GITHUB_SECRET=webhook-secret-must-not-leak",
 	}
-	backend, err := backends.New("claude", backends.Options{Binary: claudeBinary(t), Env: env, KillGrace: 2 * time.Second})
+	backend, err := backends.New("claude", backends.Options{Binary: cliBinary(t, "claude"), Env: env, KillGrace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,29 +288,6 @@ func TestConformanceClaudeStaleSessionHeals(t *testing.T) {
 	if b.SessionID == stale || b.SessionID == "" {
 		t.Errorf("binding still %q", b.SessionID)
 	}
-}
-
-// processesWith lists the pids whose environment contains entry.
-func processesWith(entry string) []int {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == entry {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }
 
 func flatten(r fakeapi.Request) string {

@@ -49,19 +49,6 @@ type codexHarnessOptions struct {
 	allowedTools   []string      // default Read, Write, Edit
 }
 
-func codexBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("CODEX_BIN")
-	if bin == "" {
-		t.Skip("CODEX_BIN is not set: run `make conformance`, which installs the pinned codex CLI (npm @openai/codex)")
-	}
-	abs, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 // newCodexHarness runs codex through the gateway's runtime against a fake
 // Responses API, with an isolated HOME whose ~/.codex/config.toml turns
 // retries, update checks, analytics and plugins off. The endpoint and key
@@ -69,7 +56,7 @@ func codexBinary(t *testing.T) string {
 // OPENAI_API_KEY, which the adapter turns into its provider settings.
 func newCodexHarness(t *testing.T, o codexHarnessOptions, turns ...fakeapi.Turn) *codexHarness {
 	t.Helper()
-	bin := codexBinary(t)
+	bin := cliBinary(t, "codex")
 	if o.timeout == 0 {
 		o.timeout = 60 * time.Second
 	}
@@ -419,7 +406,7 @@ func TestConformanceCodexHungAPIIsKilled(t *testing.T) {
 	if _, err := h.api.WaitMain(ctx, 1); err != nil {
 		t.Fatalf("the CLI never reached the API: %v", err)
 	}
-	pids := codexProcessesWith(marker)
+	pids := processesWith(marker)
 	if len(pids) == 0 {
 		t.Fatal("no codex process found while the API hangs")
 	}
@@ -444,7 +431,7 @@ func TestConformanceCodexHungAPIIsKilled(t *testing.T) {
 		t.Errorf("reply = %q", out.Reply)
 	}
 	for {
-		left := codexProcessesWith(marker)
+		left := processesWith(marker)
 		if len(left) == 0 {
 			break
 		}
@@ -476,27 +463,4 @@ func TestConformanceCodexStaleSessionHeals(t *testing.T) {
 	if n := len(h.api.MainRequests()); n != 1 {
 		t.Errorf("%d main requests, want 1 (the stale resume must not reach the API)", n)
 	}
-}
-
-// codexProcessesWith lists the pids whose environment contains entry.
-func codexProcessesWith(entry string) []int {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == entry {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }

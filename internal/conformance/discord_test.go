@@ -44,7 +44,7 @@ func TestConformanceDiscordRun(t *testing.T) {
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + t.TempDir(),
 		"CONFIG_DIR=" + filepath.Join(work, "config"),
-		"AGENT_CLI_PATH=" + claudeBinary(t),
+		"AGENT_CLI_PATH=" + cliBinary(t, "claude"),
 		"PERMISSION_MODE=acceptEdits",
 		"QUERY_TIMEOUT_MS=60000",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",

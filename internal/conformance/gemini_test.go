@@ -64,19 +64,6 @@ type geminiHarness struct {
 	rt       *agent.Runtime
 }
 
-func geminiBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("GEMINI_BIN")
-	if bin == "" {
-		t.Skip("GEMINI_BIN is not set: run `make conformance`, which installs the pinned gemini CLI")
-	}
-	abs, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 // geminiSettings is $HOME/.gemini/settings.json for the tests: API-key
 // auth (else exit 41), no retries, no telemetry, no update checks.
 const geminiSettings = `{
@@ -89,7 +76,7 @@ const geminiSettings = `{
 
 func newGeminiHarness(t *testing.T, timeout time.Duration, mode string, turns ...fakeapi.Turn) *geminiHarness {
 	t.Helper()
-	bin := geminiBinary(t)
+	bin := cliBinary(t, "gemini")
 	api := fakeapi.StartGemini(t, turns...)
 	dir := t.TempDir()
 	home := t.TempDir()
@@ -380,7 +367,7 @@ func TestConformanceGeminiHungAPIIsKilled(t *testing.T) {
 	if _, err := h.api.WaitMain(ctx, 1); err != nil {
 		t.Fatalf("the CLI never reached the API: %v", err)
 	}
-	pids := geminiProcessesWith(h.marker)
+	pids := processesWith(h.marker)
 	if len(pids) == 0 {
 		t.Fatal("no gemini process found while the API hangs")
 	}
@@ -405,7 +392,7 @@ func TestConformanceGeminiHungAPIIsKilled(t *testing.T) {
 		t.Errorf("reply = %q", out.Reply)
 	}
 	for {
-		left := geminiProcessesWith(h.marker)
+		left := processesWith(h.marker)
 		if len(left) == 0 {
 			break
 		}
@@ -460,29 +447,6 @@ func TestConformanceGeminiServerErrorIsAPIError(t *testing.T) {
 	if n := len(h.api.MainRequests()); n != 1 {
 		t.Errorf("%d main requests: retries are on", n)
 	}
-}
-
-// geminiProcessesWith lists the pids whose environment contains entry.
-func geminiProcessesWith(entry string) []int {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == entry {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }
 
 func geminiUUID() string {

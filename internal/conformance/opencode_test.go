@@ -74,24 +74,11 @@ type opencodeOptions struct {
 	env []string
 }
 
-func opencodeBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("OPENCODE_BIN")
-	if bin == "" {
-		t.Skip("OPENCODE_BIN is not set: run `make conformance`, which installs the pinned opencode CLI")
-	}
-	abs, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 var opencodeRuns atomic.Int64
 
 func newOpencodeHarness(t *testing.T, o opencodeOptions, turns ...fakeapi.Turn) *opencodeHarness {
 	t.Helper()
-	bin := opencodeBinary(t)
+	bin := cliBinary(t, "opencode")
 	t.Parallel() // each scenario has its own HOME, CONFIG_DIR and fake
 	if o.timeout == 0 {
 		o.timeout = 60 * time.Second
@@ -516,7 +503,7 @@ func TestConformanceOpencodeHungAPIIsKilled(t *testing.T) {
 	if _, err := h.api.WaitMain(ctx, 1); err != nil {
 		t.Fatalf("the CLI never reached the API: %v", err)
 	}
-	pids := opencodeProcessesWith(h.marker)
+	pids := processesWith(h.marker)
 	if len(pids) == 0 {
 		t.Fatal("no opencode process found while the API hangs")
 	}
@@ -543,7 +530,7 @@ func TestConformanceOpencodeHungAPIIsKilled(t *testing.T) {
 	tick := time.NewTicker(50 * time.Millisecond) // polling /proc; there is no event to wait on
 	defer tick.Stop()
 	for {
-		left := opencodeProcessesWith(h.marker)
+		left := processesWith(h.marker)
 		if len(left) == 0 {
 			break
 		}
@@ -577,27 +564,4 @@ func TestConformanceOpencodeStaleSessionHeals(t *testing.T) {
 	if n := len(h.api.MainRequests()); n != 1 {
 		t.Errorf("%d main requests, want 1 (the stale resume sends none)", n)
 	}
-}
-
-// opencodeProcessesWith lists the pids whose environment contains entry.
-func opencodeProcessesWith(entry string) []int {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == entry {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }

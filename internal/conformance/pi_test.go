@@ -56,23 +56,9 @@ type piHarnessOptions struct {
 	home string
 }
 
-// piBinary is the pi CLI under test, from PI_BIN.
-func piBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("PI_BIN")
-	if bin == "" {
-		t.Skip("PI_BIN is not set: run `make conformance`, which installs the pinned pi CLI")
-	}
-	abs, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 func newPiHarness(t *testing.T, o piHarnessOptions, turns ...fakeapi.Turn) *piHarness {
 	t.Helper()
-	bin := piBinary(t)
+	bin := cliBinary(t, "pi")
 	if o.timeout == 0 {
 		o.timeout = 60 * time.Second
 	}
@@ -423,7 +409,7 @@ func TestConformancePiHungAPIIsKilled(t *testing.T) {
 	if _, err := h.api.WaitMain(ctx, 1); err != nil {
 		t.Fatalf("pi never reached the API: %v", err)
 	}
-	pids := piProcessesWith(marker)
+	pids := processesWith(marker)
 	if len(pids) == 0 {
 		t.Fatal("no pi process found while the API hangs")
 	}
@@ -448,7 +434,7 @@ func TestConformancePiHungAPIIsKilled(t *testing.T) {
 		t.Errorf("reply = %q", out.Reply)
 	}
 	for {
-		left := piProcessesWith(marker)
+		left := processesWith(marker)
 		if len(left) == 0 {
 			break
 		}
@@ -526,26 +512,6 @@ func TestConformancePiSessionOfOtherDirectoryHeals(t *testing.T) {
 	if n := len(h.api.MainRequests()); n != 1 {
 		t.Errorf("%d main requests, want 1", n)
 	}
-}
-
-// piProcessesWith lists the pids whose environment contains entry.
-func piProcessesWith(entry string) []int {
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		if slices.Contains(strings.Split(string(env), "\x00"), entry) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 func piNear(a, b float64) bool {
