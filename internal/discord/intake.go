@@ -27,6 +27,7 @@ const (
 	resetNotice    = "Started a new conversation: the next prompt in this channel begins a fresh session."
 	resetNothing   = "There was no conversation to reset in this channel; the next prompt begins a fresh session."
 	resetFailed    = "Could not reset the conversation: the session file could not be written. Check the gateway's log."
+	stoppedNotice  = "Stopped before it answered."
 	interactionTTL = 14 * time.Minute
 )
 

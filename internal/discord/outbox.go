@@ -64,8 +64,17 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 			}
 		}()
 	}
+	if strings.HasPrefix(e.ReplyTo, "interaction:") {
+		// A slash command that ends without a reply (stopped on request)
+		// must still leave Discord's "thinking" state.
+		return func() {
+			if in := b.takeInteraction(e.ReplyTo); in != nil {
+				go b.answerInteraction(b.ctx, in, []string{stoppedNotice})
+			}
+		}
+	}
 	channel, err := discord.ParseSnowflake(e.ChannelID)
-	if err != nil || e.Kind != queue.KindMessage || e.Source != Source || strings.HasPrefix(e.ReplyTo, "interaction:") {
+	if err != nil || e.Kind != queue.KindMessage || e.Source != Source {
 		return func() {}
 	}
 	tctx, cancel := context.WithCancel(b.ctx)

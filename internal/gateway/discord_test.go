@@ -732,3 +732,36 @@ func TestRestartAnswersPromptsSentWhileDown(t *testing.T) {
 		t.Errorf("second gateway ran %q; the prompt answered before the restart must not run again", got)
 	}
 }
+
+func TestStopAnswersARunningSlashCommand(t *testing.T) {
+	started := make(chan struct{}, 1)
+	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return backends.Result{}, &backends.Error{Kind: backends.KindCanceled, Err: ctx.Err()}
+	}})
+	slash := h.fd.Interact(h.channel, h.user, "claude", map[string]string{"prompt": "forever"})
+	<-started
+	h.fd.Wait(t, "the deferral", waitLong, func() bool { return len(h.fd.Callbacks(slash)) == 1 })
+	stop := h.fd.Interact(h.channel, h.user, "claude-stop", nil)
+	h.fd.Wait(t, "the stopped slash command answered", waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == slash && a.Edited {
+				return true
+			}
+		}
+		return false
+	})
+	for _, a := range h.fd.Answers() {
+		switch a.Interaction {
+		case slash:
+			if a.Content != "Stopped before it answered." {
+				t.Errorf("stopped slash answer = %q", a.Content)
+			}
+		case stop:
+			if a.Content != "Stopped the prompt that was running." {
+				t.Errorf("stop answer = %q", a.Content)
+			}
+		}
+	}
+}
