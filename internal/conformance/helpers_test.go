@@ -3,11 +3,17 @@
 package conformance
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/agent"
 )
 
 // cliBinary is the absolute path of a pinned agent CLI, from <NAME>_BIN
@@ -49,4 +55,48 @@ func processesWith(entry string) []int {
 		}
 	}
 	return pids
+}
+
+// assertNoSecretsIn fails for each process whose environment holds one of
+// secrets: the agent CLI must never see the gateway's (DESIGN decision 7).
+func assertNoSecretsIn(t *testing.T, pids []int, secrets ...string) {
+	t.Helper()
+	for _, pid := range pids {
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		for _, secret := range secrets {
+			if strings.Contains(string(env), secret) {
+				t.Errorf("process %d has %q in its environment", pid, secret)
+			}
+		}
+	}
+}
+
+// assertTimedOut checks that a turn ended by the query timeout and told the
+// user so.
+func assertTimedOut(t *testing.T, out agent.Outcome) {
+	t.Helper()
+	if !errors.Is(out.Err, backends.ErrTimeout) {
+		t.Errorf("err = %v, want timeout", out.Err)
+	}
+	if !strings.Contains(out.Reply, "Timed out") {
+		t.Errorf("reply = %q", out.Reply)
+	}
+}
+
+// waitProcessesGone waits until no process carries marker, failing when
+// ctx ends first.
+func waitProcessesGone(ctx context.Context, t *testing.T, marker string) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond) // polling /proc; there is no event to wait on
+	defer tick.Stop()
+	for {
+		left := processesWith(marker)
+		if len(left) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("processes left behind after the timeout: %v", left)
+		}
+		<-tick.C
+	}
 }
