@@ -1,13 +1,11 @@
 package backends
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -106,13 +104,8 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	if err != nil {
 		return Result{}, err
 	}
-	if req.WorkDir != "" {
-		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
-			if err == nil {
-				err = errors.New("not a directory")
-			}
-			return Result{}, &Error{Kind: KindExecution, Message: fmt.Sprintf("work dir %s", req.WorkDir), Err: err}
-		}
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return Result{}, err
 	}
 
 	env := FilterEnv(c.opts.Env, codexEnvAllow, nil)
@@ -159,33 +152,13 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	log = log.With().Int("pid", p.Pid()).Logger()
 
 	var parser CodexParser
-	var garbage garbageLog
-	split := &lineSplitter{max: codexLineMax}
-	sc := bufio.NewScanner(p.Stdout())
-	sc.Buffer(make([]byte, 0, codexLineStart), codexLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		events, err := parser.Parse(sc.Bytes())
-		if err != nil {
-			garbage.add(sc.Bytes())
-			log.Debug().Int("bytes", len(sc.Bytes())).Int("skipped", garbage.n).Msg("skipped a stdout line that is not a JSON event")
-			continue
-		}
-		for _, ev := range events {
-			emit(ev)
-		}
-	}
-	scanErr := sc.Err()
-	if scanErr != nil {
-		_, _ = io.Copy(io.Discard, p.Stdout())
-	}
-	exit, waitErr := p.Wait()
-	stderr := strings.TrimSpace(p.StderrTail())
+	out := readStream(p, codexLineStart, codexLineMax, parser.Parse, emit, log)
+	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
 	if garbage.n > 0 {
 		log.Warn().Int("skipped", garbage.n).Msg("codex printed lines that are not JSON events")
 	}
-	if split.skipped > 0 {
-		log.Warn().Int("skipped", split.skipped).Int("max_bytes", codexLineMax).Msg("skipped codex output lines over the size limit")
+	if out.Skipped > 0 {
+		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", codexLineMax).Msg("skipped codex output lines over the size limit")
 	}
 	for _, w := range parser.Warnings() {
 		log.Warn().Str("warning", w).Msg("codex reported a problem")
@@ -230,8 +203,8 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	if g := garbage.text(); g != "" {
 		msg += "; last non-JSON output: " + g
 	}
-	if split.skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", split.skipped, codexLineMax)
+	if out.Skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, codexLineMax)
 	}
 	if scanErr != nil {
 		scanErr = fmt.Errorf("read codex output: %w", scanErr)

@@ -130,13 +130,8 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	if req.WorkDir != "" {
-		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
-			if err == nil {
-				err = errors.New("not a directory")
-			}
-			return Result{}, &Error{Kind: KindExecution, Message: fmt.Sprintf("work dir %s", req.WorkDir), Err: err}
-		}
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return Result{}, err
 	}
 	args, err := geminiArgs(req)
 	if err != nil {
@@ -189,33 +184,13 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	log = log.With().Int("pid", p.Pid()).Logger()
 
 	var parser GeminiParser
-	var garbage garbageLog
-	split := &lineSplitter{max: geminiLineMax}
-	sc := bufio.NewScanner(p.Stdout())
-	sc.Buffer(make([]byte, 0, geminiLineStart), geminiLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		events, err := parser.Parse(sc.Bytes())
-		if err != nil {
-			garbage.add(sc.Bytes())
-			log.Debug().Int("bytes", len(sc.Bytes())).Int("skipped", garbage.n).Msg("skipped a stdout line that is not a JSON event")
-			continue
-		}
-		for _, ev := range events {
-			emit(ev)
-		}
-	}
-	scanErr := sc.Err()
-	if scanErr != nil {
-		_, _ = io.Copy(io.Discard, p.Stdout())
-	}
-	exit, waitErr := p.Wait()
-	stderr := strings.TrimSpace(p.StderrTail())
+	out := readStream(p, geminiLineStart, geminiLineMax, parser.Parse, emit, log)
+	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
 	if garbage.n > 0 {
 		log.Debug().Int("skipped", garbage.n).Msg("gemini printed lines that are not JSON events")
 	}
-	if split.skipped > 0 {
-		log.Warn().Int("skipped", split.skipped).Int("max_bytes", geminiLineMax).Msg("skipped gemini output lines over the size limit")
+	if out.Skipped > 0 {
+		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", geminiLineMax).Msg("skipped gemini output lines over the size limit")
 	}
 
 	res, resErr := parser.Result()

@@ -1,13 +1,11 @@
 package backends
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -86,13 +84,8 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 	if err != nil {
 		return Result{}, err
 	}
-	if req.WorkDir != "" {
-		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
-			if err == nil {
-				err = errors.New("not a directory")
-			}
-			return Result{}, &Error{Kind: KindExecution, Message: fmt.Sprintf("work dir %s", req.WorkDir), Err: err}
-		}
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return Result{}, err
 	}
 
 	promptFile := req.SystemPromptFile
@@ -129,33 +122,13 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 	log = log.With().Int("pid", p.Pid()).Logger()
 
 	var parser OpencodeParser
-	var garbage garbageLog
-	split := &lineSplitter{max: claudeLineMax}
-	sc := bufio.NewScanner(p.Stdout())
-	sc.Buffer(make([]byte, 0, claudeLineStart), claudeLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		events, err := parser.Parse(sc.Bytes())
-		if err != nil {
-			garbage.add(sc.Bytes())
-			log.Debug().Int("bytes", len(sc.Bytes())).Int("skipped", garbage.n).Msg("skipped a stdout line that is not a JSON event")
-			continue
-		}
-		for _, ev := range events {
-			emit(ev)
-		}
-	}
-	scanErr := sc.Err()
-	if scanErr != nil {
-		_, _ = io.Copy(io.Discard, p.Stdout())
-	}
-	exit, waitErr := p.Wait()
-	stderr := strings.TrimSpace(p.StderrTail())
+	out := readStream(p, claudeLineStart, claudeLineMax, parser.Parse, emit, log)
+	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
 	if garbage.n > 0 {
 		log.Warn().Int("skipped", garbage.n).Msg("opencode printed lines that are not JSON events")
 	}
-	if split.skipped > 0 {
-		log.Warn().Int("skipped", split.skipped).Int("max_bytes", claudeLineMax).Msg("skipped opencode output lines over the size limit")
+	if out.Skipped > 0 {
+		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", claudeLineMax).Msg("skipped opencode output lines over the size limit")
 	}
 
 	// opencode prints no final line, so a stream cut short by the kill can
@@ -195,8 +168,8 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 	if g := garbage.text(); g != "" {
 		msg += "; last non-JSON output: " + g
 	}
-	if split.skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", split.skipped, claudeLineMax)
+	if out.Skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, claudeLineMax)
 	}
 	if scanErr != nil {
 		scanErr = fmt.Errorf("read opencode output: %w", scanErr)

@@ -1,11 +1,9 @@
 package backends
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -89,13 +87,8 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	if req.WorkDir != "" {
-		if st, err := os.Stat(req.WorkDir); err != nil || !st.IsDir() {
-			if err == nil {
-				err = errors.New("not a directory")
-			}
-			return Result{}, &Error{Kind: KindExecution, Message: fmt.Sprintf("work dir %s", req.WorkDir), Err: err}
-		}
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return Result{}, err
 	}
 
 	promptFile := req.SystemPromptFile
@@ -129,34 +122,13 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	log = log.With().Int("pid", pr.Pid()).Logger()
 
 	var parser PiParser
-	var garbage garbageLog
-	split := &lineSplitter{max: piLineMax}
-	sc := bufio.NewScanner(pr.Stdout())
-	sc.Buffer(make([]byte, 0, piLineStart), piLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		events, err := parser.Parse(sc.Bytes())
-		if err != nil {
-			garbage.add(sc.Bytes())
-			log.Debug().Int("bytes", len(sc.Bytes())).Int("skipped", garbage.n).Msg("skipped a stdout line that is not a JSON event")
-			continue
-		}
-		for _, ev := range events {
-			emit(ev)
-		}
-	}
-	scanErr := sc.Err()
-	if scanErr != nil {
-		// Keep the pipe drained so pi can finish (or be killed).
-		_, _ = io.Copy(io.Discard, pr.Stdout())
-	}
-	exit, waitErr := pr.Wait()
-	stderr := strings.TrimSpace(pr.StderrTail())
+	out := readStream(pr, piLineStart, piLineMax, parser.Parse, emit, log)
+	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
 	if garbage.n > 0 {
 		log.Debug().Int("skipped", garbage.n).Msg("pi printed lines that are not JSON events")
 	}
-	if split.skipped > 0 {
-		log.Warn().Int("skipped", split.skipped).Int("max_bytes", piLineMax).Msg("skipped pi output lines over the size limit")
+	if out.Skipped > 0 {
+		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", piLineMax).Msg("skipped pi output lines over the size limit")
 	}
 
 	res, resErr := parser.Result()
@@ -193,8 +165,8 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	if g := garbage.text(); g != "" {
 		msg += "; last non-JSON output: " + g
 	}
-	if split.skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", split.skipped, piLineMax)
+	if out.Skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, piLineMax)
 	}
 	if scanErr != nil {
 		scanErr = fmt.Errorf("read pi output: %w", scanErr)
