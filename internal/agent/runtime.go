@@ -12,9 +12,12 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -76,6 +79,11 @@ type Runtime struct {
 	persona  *persona.Loader
 	prompts  *promptCache
 	log      zerolog.Logger
+
+	// failingMu guards failing: the scheduled checks and jobs whose last
+	// run failed and whose failure has been posted already.
+	failingMu sync.Mutex
+	failing   map[string]bool
 }
 
 // New returns a runtime. hooks may be nil.
@@ -90,6 +98,7 @@ func New(opts Options, backend backends.Backend, sessions *session.Store, out Re
 		persona:  persona.NewLoader(opts.ConfigDir),
 		prompts:  &promptCache{dir: opts.TempDir, memoryPath: filepath.Join(opts.ConfigDir, persona.MemoryFile)},
 		log:      log,
+		failing:  map[string]bool{},
 	}
 }
 
@@ -102,6 +111,9 @@ type Outcome struct {
 	Err error
 	// Healed is set when a stale session was replaced by a fresh one.
 	Healed bool
+	// Interrupted is set when a shutdown that did not wait stopped the
+	// turn: nothing was posted and the event is still to be answered.
+	Interrupted bool
 }
 
 // HeartbeatOKToken is what a heartbeat check answers when there is nothing
@@ -143,14 +155,24 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		r.hooks.AgentBegin(ctx, e)
 	}
 	out := r.turn(ctx, e, log)
-	if errors.Is(context.Cause(ctx), queue.ErrStopped) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, queue.ErrStopped):
 		// Stopped on request (/claude-stop): whoever stopped it has been
 		// told; a "cancelled" notice would only repeat it.
 		log.Info().Msg("stopped on request")
 		out.Reply = ""
+	case errors.Is(cause, queue.ErrShutdown) && out.Err != nil:
+		// The gateway stopped without waiting: the prompt is taken up
+		// again at the next start, so a failure notice would be wrong.
+		log.Info().Msg("stopped by shutdown before it finished")
+		out.Reply, out.Interrupted = "", true
+	}
+	if len(out.Result.PermissionDenials) > 0 && out.Reply != "" {
+		out.Reply += "\n\n" + deniedNote(out.Result.PermissionDenials)
 	}
 	quiet := e.Kind == queue.KindHeartbeat && out.Err == nil && HeartbeatOK(out.Reply)
-	if out.Reply != "" && e.ChannelID != "" && !quiet {
+	repeated := r.repeatedFailure(e, out.Err)
+	if out.Reply != "" && e.ChannelID != "" && !quiet && !repeated {
 		if err := r.out.Reply(ctx, e, out.Reply); err != nil {
 			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Msg("reply not delivered")
 		}
@@ -170,9 +192,44 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		Int("turns", out.Result.Turns).
 		Dur("took", time.Since(started)).
 		Bool("healed", out.Healed).
-		Bool("not_posted", quiet).
-		Msg("event finished")
+		Bool("not_posted", quiet || repeated)
+	if len(out.Result.PermissionDenials) > 0 {
+		ev.Strs("permission_denials", out.Result.PermissionDenials)
+	}
+	if repeated {
+		ev.Str("why_not_posted", "the previous run failed too and was posted; posting again when it succeeds and fails anew")
+	}
+	ev.Msg("event finished")
 	return out
+}
+
+// repeatedFailure tracks the scheduled checks and jobs that fail: the
+// first failure is posted, the ones after it only logged, until a run
+// succeeds again. A check that fails every interval would otherwise post
+// the same error every interval.
+func (r *Runtime) repeatedFailure(e queue.Event, err error) bool {
+	if e.Kind != queue.KindHeartbeat && e.Kind != queue.KindCron {
+		return false
+	}
+	key := string(e.Kind) + "/" + e.Name
+	r.failingMu.Lock()
+	defer r.failingMu.Unlock()
+	if err == nil {
+		delete(r.failing, key)
+		return false
+	}
+	if r.failing[key] {
+		return true
+	}
+	r.failing[key] = true
+	return false
+}
+
+// deniedNote tells the user which tools the agent was refused and the
+// setting that allows them.
+func deniedNote(tools []string) string {
+	names := slices.Compact(slices.Sorted(slices.Values(tools)))
+	return fmt.Sprintf("_(Not allowed to use: %s. The operator can allow tools with `ALLOWED_TOOLS` or `PERMISSION_MODE`.)_", strings.Join(names, ", "))
 }
 
 // turn runs the agent once, or twice when a stale session has to be replaced.
@@ -190,8 +247,8 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 	defer release()
 
 	key := sessionKey(e)
-	binding, resume := r.binding(key)
-	res, err := r.run(ctx, e, p, key, binding, resume, log)
+	binding, resume, epoch := r.binding(key)
+	res, err := r.run(ctx, e, p, key, epoch, binding, resume, log)
 	out := Outcome{Result: res, Err: err}
 	if resume && errors.Is(err, backends.ErrStaleSession) {
 		// DESIGN decision 11: the CLI forgot the session. Drop the binding
@@ -200,7 +257,8 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 		if _, derr := r.sessions.Delete(key); derr != nil {
 			log.Error().Err(derr).Msg("drop stale session")
 		}
-		res, err = r.run(ctx, e, p, key, session.Binding{}, false, log)
+		_, _, epoch = r.sessions.Current(key)
+		res, err = r.run(ctx, e, p, key, epoch, session.Binding{}, false, log)
 		out = Outcome{Result: res, Err: err, Healed: true}
 	}
 	if out.Err != nil {
@@ -217,19 +275,22 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 	return out
 }
 
-func (r *Runtime) binding(key string) (session.Binding, bool) {
+// binding returns the key's session to resume, if any, and the epoch of its
+// conversation: a reset during the turn begins a new epoch, and the turn
+// then leaves the binding alone.
+func (r *Runtime) binding(key string) (session.Binding, bool, session.Epoch) {
 	if key == "" {
-		return session.Binding{}, false
+		return session.Binding{}, false, 0
 	}
-	b, ok := r.sessions.Get(key)
+	b, ok, epoch := r.sessions.Current(key)
 	if !ok || (b.Backend != "" && b.Backend != r.backend.Name()) {
-		return session.Binding{}, false
+		return session.Binding{}, false, epoch
 	}
-	return b, true
+	return b, true, epoch
 }
 
 // run performs one backend call and keeps the session binding current.
-func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
+func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string, epoch session.Epoch,
 	binding session.Binding, resume bool, log zerolog.Logger) (backends.Result, error) {
 	prompt := e.Text
 	if resume {
@@ -265,8 +326,14 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 			return
 		}
 		b := session.Binding{SessionID: id, Backend: r.backend.Name(), Persona: hashes, SessionCostUSD: sessionCost, Updated: time.Now().UTC()}
-		if err := r.sessions.Set(key, b); err != nil {
+		stored, err := r.sessions.SetIn(key, epoch, b)
+		if err != nil {
 			log.Error().Err(err).Msg("save session binding")
+			return
+		}
+		if !stored {
+			log.Info().Str("session", id).Msg("conversation reset during the turn: its session is not kept")
+			key = "" // the reset stands for the rest of this turn
 			return
 		}
 		binding = b

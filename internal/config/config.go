@@ -47,6 +47,13 @@ type Config struct {
 	MaxConcurrent int
 	// MaxQueueDepth is how many events may wait; more are refused.
 	MaxQueueDepth int
+	// MaxChannelQueue is how many events one channel (lane) may have
+	// waiting, under MaxQueueDepth, so one busy channel cannot lock the
+	// others out.
+	MaxChannelQueue int
+	// MaxReplyMessages caps the Discord messages of one reply; a longer
+	// answer is cut there and attached whole as a file.
+	MaxReplyMessages int
 	// OutputChannelID is where heartbeat and cron output goes; may be empty.
 	OutputChannelID string
 	// Backend names the agent CLI: claude, codex, gemini, opencode or pi.

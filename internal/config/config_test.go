@@ -62,17 +62,19 @@ func abs(t testing.TB, p string) string {
 // defaultConfig is what Load returns when nothing is set.
 func defaultConfig(t testing.TB) *Config {
 	return &Config{
-		AllowedTools:   []string{"Read", "Glob", "Grep", "WebSearch", "WebFetch"},
-		PermissionMode: "bypassPermissions",
-		QueryTimeout:   120 * time.Second,
-		ConfigDir:      abs(t, "config"),
-		MaxConcurrent:  5,
-		MaxQueueDepth:  100,
-		Backend:        "claude",
-		MaxTurns:       25,
-		LogLevel:       "info",
-		LogFormat:      "console",
-		ProviderEnv:    map[string]string{},
+		AllowedTools:     []string{"Read", "Glob", "Grep", "WebSearch", "WebFetch"},
+		PermissionMode:   "bypassPermissions",
+		QueryTimeout:     120 * time.Second,
+		ConfigDir:        abs(t, "config"),
+		MaxConcurrent:    5,
+		MaxQueueDepth:    100,
+		MaxChannelQueue:  10,
+		MaxReplyMessages: 10,
+		Backend:          "claude",
+		MaxTurns:         25,
+		LogLevel:         "info",
+		LogFormat:        "console",
+		ProviderEnv:      map[string]string{},
 	}
 }
 
@@ -659,6 +661,8 @@ func TestRedacted(t *testing.T) {
 		"CONFIG_DIR=" + abs(t, "config"),
 		"MAX_CONCURRENT_QUERIES=5",
 		"MAX_QUEUE_DEPTH=100",
+		"MAX_CHANNEL_QUEUE=10",
+		"MAX_REPLY_MESSAGES=10",
 		"OUTPUT_CHANNEL_ID=",
 		"AGENT_BACKEND=claude",
 		"AGENT_MODEL=",

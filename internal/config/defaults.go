@@ -17,6 +17,8 @@ var defaults = map[string]string{
 	EnvConfigDir:         "./config",
 	EnvMaxConcurrent:     "5",
 	EnvMaxQueueDepth:     "100",
+	EnvMaxChannelQueue:   "10",
+	EnvMaxReplyMessages:  "10",
 	EnvOutputChannelID:   "",
 	EnvBackend:           BackendClaude,
 	EnvModel:             "",

@@ -10,6 +10,8 @@ const (
 	EnvConfigDir         = "CONFIG_DIR"
 	EnvMaxConcurrent     = "MAX_CONCURRENT_QUERIES"
 	EnvMaxQueueDepth     = "MAX_QUEUE_DEPTH"
+	EnvMaxChannelQueue   = "MAX_CHANNEL_QUEUE"
+	EnvMaxReplyMessages  = "MAX_REPLY_MESSAGES"
 	EnvOutputChannelID   = "OUTPUT_CHANNEL_ID"
 	EnvBackend           = "AGENT_BACKEND"
 	EnvModel             = "AGENT_MODEL"
@@ -50,6 +52,8 @@ var keys = []string{
 	EnvConfigDir,
 	EnvMaxConcurrent,
 	EnvMaxQueueDepth,
+	EnvMaxChannelQueue,
+	EnvMaxReplyMessages,
 	EnvOutputChannelID,
 	EnvBackend,
 	EnvModel,

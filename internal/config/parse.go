@@ -52,6 +52,8 @@ func (p *parser) parse() *Config {
 		ConfigDir:         field(p, EnvConfigDir, parseDir),
 		MaxConcurrent:     field(p, EnvMaxConcurrent, parseCount),
 		MaxQueueDepth:     field(p, EnvMaxQueueDepth, parseCount),
+		MaxChannelQueue:   field(p, EnvMaxChannelQueue, parseCount),
+		MaxReplyMessages:  field(p, EnvMaxReplyMessages, parseCount),
 		OutputChannelID:   field(p, EnvOutputChannelID, parseID),
 		Backend:           field(p, EnvBackend, parseChoice(backendNames)),
 		Model:             field(p, EnvModel, parseString),

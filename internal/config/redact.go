@@ -27,6 +27,8 @@ func (c Config) settings() []setting {
 		{EnvConfigDir, c.ConfigDir},
 		{EnvMaxConcurrent, strconv.Itoa(c.MaxConcurrent)},
 		{EnvMaxQueueDepth, strconv.Itoa(c.MaxQueueDepth)},
+		{EnvMaxChannelQueue, strconv.Itoa(c.MaxChannelQueue)},
+		{EnvMaxReplyMessages, strconv.Itoa(c.MaxReplyMessages)},
 		{EnvOutputChannelID, c.OutputChannelID},
 		{EnvBackend, c.Backend},
 		{EnvModel, c.Model},

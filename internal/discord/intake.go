@@ -325,7 +325,15 @@ func (b *Bot) stop(ev *gateway.InteractionCreateEvent) {
 	b.mu.Unlock()
 	b.log.Info().Str("channel", ev.ChannelID.String()).Bool("running", running).Int("dropped", len(dropped)).Msg("stopped on request")
 
-	text := stopNotice(running, len(dropped))
+	// Scheduled events dropped with the prompts (a heartbeat or webhook
+	// bound to this channel) are not the user's prompts: count prompts.
+	prompts := 0
+	for _, e := range dropped {
+		if e.Kind == queue.KindMessage {
+			prompts++
+		}
+	}
+	text := stopNotice(running, prompts)
 	go func() {
 		b.respond(ev, text, false)
 		for _, mk := range marks {

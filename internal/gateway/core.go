@@ -39,8 +39,11 @@ type CoreOptions struct {
 	// Sessions overrides the session store (e.g. a memory-only one).
 	Sessions *session.Store
 	// OnDone, if set, is called after each event has been processed and
-	// its reply delivered.
+	// its reply handed over.
 	OnDone func(queue.Event, agent.Outcome)
+	// Left, if set, is called once for every accepted event when it leaves
+	// the queue, whether it ran or was dropped (queue.Options.Left).
+	Left func(queue.Event, queue.Fate)
 }
 
 // NewBackend builds the backend the config selects, with the environment
@@ -93,14 +96,20 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	if opts.OnDone != nil {
 		handle = func(ctx context.Context, e queue.Event) { opts.OnDone(e, rt.Process(ctx, e)) }
 	}
-	q := queue.New(queue.Options{MaxDepth: cfg.MaxQueueDepth, MaxConcurrent: cfg.MaxConcurrent}, handle)
+	q := queue.New(queue.Options{
+		MaxDepth:      cfg.MaxQueueDepth,
+		MaxPerLane:    cfg.MaxChannelQueue,
+		MaxConcurrent: cfg.MaxConcurrent,
+		Left:          opts.Left,
+	}, handle)
 	return &Core{Queue: q, Runtime: rt, Sessions: sessions, Backend: backend}, nil
 }
 
 // Run dispatches events until ctx ends. Cancelling ctx stops runs in
 // flight; call Shutdown first for a graceful stop.
 func (c *Core) Run(ctx context.Context) error {
-	return c.Queue.Run(ctx)
+	_, err := c.Queue.Run(ctx)
+	return err
 }
 
 // Shutdown stops intake and waits, bounded by ctx, for accepted events to

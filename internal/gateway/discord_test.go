@@ -56,6 +56,8 @@ type harnessOptions struct {
 	// fd and configDir, if set, are reused (a restart).
 	fd        *fakediscord.Server
 	configDir string
+	// signals, if set, stands for SIGINT and SIGTERM during the drain.
+	signals chan os.Signal
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
@@ -123,6 +125,7 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 			ShutdownTimeout: waitLong,
 			Ready:           func() { close(ready) },
 			Clock:           o.clock,
+			Signals:         o.signals,
 			ReloadInterval:  20 * time.Millisecond,
 			WebhookReady: func(addr string) {
 				if o.webhookAddr != nil {
@@ -648,7 +651,7 @@ func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
 }
 
 func TestIntakeKeepsChannelOrder(t *testing.T) {
-	h := startGateway(t, harnessOptions{})
+	h := startGateway(t, harnessOptions{env: map[string]string{config.EnvMaxChannelQueue: "100"}})
 	const n = 25
 	for i := range n {
 		h.mention(h.channel, fmt.Sprintf("prompt %02d", i))

@@ -173,12 +173,13 @@ func (w *webhookServer) Close(ctx context.Context) error {
 	return err
 }
 
-func newWebhookHandler(s *schedule.Scheduler, lookup func(string) (string, bool), q *queue.Queue, log zerolog.Logger) (http.Handler, error) {
+func newWebhookHandler(s *schedule.Scheduler, lookup func(string) (string, bool), q *queue.Queue, defaultChannel string, log zerolog.Logger) (http.Handler, error) {
 	return webhook.New(webhook.Options{
-		Lookup:  s.Webhook,
-		Secret:  lookup,
-		Enqueue: q.Enqueue,
-		Log:     log.With().Str("component", "webhook").Logger(),
+		Lookup:         s.Webhook,
+		Secret:         lookup,
+		Enqueue:        q.Enqueue,
+		DefaultChannel: defaultChannel,
+		Log:            log.With().Str("component", "webhook").Logger(),
 	})
 }
 

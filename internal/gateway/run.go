@@ -45,6 +45,9 @@ type Options struct {
 	ReloadInterval time.Duration
 	// WebhookReady, if set, is told the webhook listener's address.
 	WebhookReady func(addr string)
+	// Signals replaces SIGINT and SIGTERM during the shutdown drain
+	// (tests): a value received there stops at once instead of waiting.
+	Signals <-chan os.Signal
 }
 
 // Run is `gateway run`: it connects to Discord, takes prompts until ctx
@@ -79,9 +82,19 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Backend: opts.Backend,
 		Replier: bot,
 		Hooks:   hooks,
-		OnDone: func(e queue.Event, _ agent.Outcome) {
-			sched.Done(e.ID)
+		OnDone: func(e queue.Event, out agent.Outcome) {
+			if out.Interrupted {
+				bot.Unanswered(e)
+			}
 			finished.Add(1)
+		},
+		// Whatever became of an event, its producer lets go of it: a
+		// heartbeat dropped by /claude-stop or at shutdown fires again.
+		Left: func(e queue.Event, fate queue.Fate) {
+			sched.Done(e.ID)
+			if fate == queue.Dropped {
+				bot.Unanswered(e)
+			}
 		},
 	}, log)
 	if err != nil {
@@ -105,7 +118,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// start at once; requests are served once Discord is ready.
 	var hooksHTTP *webhookServer
 	if cfg.WebhookAddr != "" {
-		h, err := newWebhookHandler(sched, cfg.Lookup, core.Queue, log)
+		h, err := newWebhookHandler(sched, cfg.Lookup, core.Queue, cfg.OutputChannelID, log)
 		if err != nil {
 			return err
 		}
@@ -116,8 +129,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 
 	// Runs get their own context: a signal starts the graceful shutdown,
-	// it does not cancel the agent mid-turn.
-	runCtx, cancelRuns := context.WithCancel(context.Background())
+	// it does not cancel the agent mid-turn. Cancelling it stops every run
+	// with the cause queue.ErrShutdown.
+	runCtx, cancel := context.WithCancelCause(context.Background())
+	cancelRuns := func() { cancel(queue.ErrShutdown) }
 	defer cancelRuns()
 	queueDone := make(chan error, 1)
 	go func() { queueDone <- core.Run(runCtx) }()
@@ -190,9 +205,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	stopBackground()
 	<-schedDone
 	// The shutdown hook is the last event accepted; the drain below waits
-	// for it with the rest.
+	// for it with the rest. Without Discord its reply could not be
+	// delivered, so the paid turn is not started.
 	if text := sched.Hook(schedule.HookShutdown); text != "" {
-		if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookShutdown, text, cfg.OutputChannelID)); err != nil {
+		if lost != nil {
+			log.Warn().Msg("shutdown hook skipped: Discord is gone, so its reply could not be delivered")
+		} else if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookShutdown, text, cfg.OutputChannelID)); err != nil {
 			log.Warn().Err(err).Msg("shutdown hook not queued")
 		}
 	}
@@ -202,8 +220,30 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), timeout)
 	defer cancelDrain()
+	// A second SIGINT or SIGTERM while the drain waits stops at once.
+	signals := opts.Signals
+	if signals == nil {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(c)
+		signals = c
+	}
+	var hurried atomic.Bool
+	go func() {
+		select {
+		case <-signals:
+			hurried.Store(true)
+			log.Warn().Int("running", core.Queue.Running()).Int("waiting", core.Queue.Len()).
+				Msg("second signal: stopping now; prompts not answered are taken up at the next start")
+			cancelDrain()
+		case <-drainCtx.Done():
+		}
+	}()
 	var errs []error
 	if err := core.Shutdown(drainCtx); err != nil {
+		if hurried.Load() {
+			err = errors.New("a second signal stopped the work in progress")
+		}
 		errs = append(errs, fmt.Errorf("shutdown: %w (runs still in progress were stopped)", err))
 	}
 	cancelRuns()

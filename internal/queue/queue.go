@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,13 +15,45 @@ import (
 var ErrClosed = errors.New("queue closed: the gateway is shutting down")
 
 // FullError is returned by Enqueue when the queue holds MaxDepth waiting
-// events (R11.5).
+// events (R11.5), or the event's lane holds MaxPerLane.
 type FullError struct {
+	// Depth is how many events wait: in the whole queue, or in the lane
+	// when Lane is set.
 	Depth int
+	// Lane is set when the lane's own limit refused the event while the
+	// queue as a whole still had room.
+	Lane bool
 }
 
 func (e *FullError) Error() string {
+	if e.Lane {
+		return fmt.Sprintf("lane full: %d events waiting in it", e.Depth)
+	}
 	return fmt.Sprintf("queue full: %d events waiting", e.Depth)
+}
+
+// Fate is how an accepted event left the queue.
+type Fate int
+
+const (
+	// Ran: its handler ran and returned.
+	Ran Fate = iota + 1
+	// Stopped: Stop dropped it while it waited.
+	Stopped
+	// Dropped: the queue stopped (Run's context ended) while it waited.
+	Dropped
+)
+
+func (f Fate) String() string {
+	switch f {
+	case Ran:
+		return "ran"
+	case Stopped:
+		return "stopped"
+	case Dropped:
+		return "dropped"
+	}
+	return "unknown"
 }
 
 // Handler processes one event. The queue calls it on its own goroutine and
@@ -38,6 +72,10 @@ type Journal interface {
 type Options struct {
 	// MaxDepth is how many events may wait (not yet running); at least 1.
 	MaxDepth int
+	// MaxPerLane is how many events one lane may have waiting; zero means
+	// only MaxDepth applies. It keeps one busy channel from filling the
+	// queue and locking every other channel out.
+	MaxPerLane int
 	// MaxConcurrent is how many lanes may run at once; at least 1.
 	MaxConcurrent int
 	// Now is the clock; nil means time.Now.
@@ -46,6 +84,12 @@ type Options struct {
 	Journal Journal
 	// OnJournalError, if set, is told when Journal.Done fails.
 	OnJournalError func(id uint64, err error)
+	// Left, if set, is called exactly once for every accepted event when
+	// it leaves the queue: after its handler returned, or when it was
+	// dropped without running. Producers release what they hold for the
+	// event there (a heartbeat's busy mark, a waiting reaction), whatever
+	// became of it. It is called without the queue's lock held.
+	Left func(e Event, fate Fate)
 }
 
 // Receipt describes an accepted event.
@@ -112,13 +156,16 @@ func (q *Queue) Enqueue(e Event) (Receipt, error) {
 	if q.waiting >= q.opts.MaxDepth {
 		return Receipt{}, &FullError{Depth: q.waiting}
 	}
+	e.Lane = e.lane()
+	if l := q.lanes[e.Lane]; l != nil && q.opts.MaxPerLane > 0 && len(l.events) >= q.opts.MaxPerLane {
+		return Receipt{}, &FullError{Depth: len(l.events), Lane: true}
+	}
 	now := q.opts.Now()
 	if now.Before(q.last) {
 		now = q.last // timestamps never go backwards, whatever the clock does
 	}
 	e.ID = q.nextID + 1
 	e.Time = now
-	e.Lane = e.lane()
 	if q.opts.Journal != nil {
 		if err := q.opts.Journal.Append(e); err != nil {
 			return Receipt{}, fmt.Errorf("journal event: %w", err)
@@ -144,10 +191,12 @@ func (q *Queue) Enqueue(e Event) (Receipt, error) {
 }
 
 // Run dispatches events until ctx ends, then waits for running handlers to
-// return. Handlers receive ctx.
-func (q *Queue) Run(ctx context.Context) error {
+// return. Handlers receive ctx. Events still waiting then never run: each
+// is handed to Options.Left as Dropped and returned, oldest first. They stay
+// in the Journal, which is where a later start finds them.
+func (q *Queue) Run(ctx context.Context) (dropped []Event, err error) {
 	if err := q.start(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	<-ctx.Done()
 	q.Close()
@@ -158,8 +207,25 @@ func (q *Queue) Run(ctx context.Context) error {
 		<-changed
 		q.mu.Lock()
 	}
+	for _, l := range q.lanes {
+		dropped = append(dropped, l.events...)
+		l.events = nil
+	}
+	q.lanes = map[string]*lane{}
+	q.ready = nil
+	q.waiting = 0
 	q.mu.Unlock()
-	return nil
+	slices.SortFunc(dropped, func(a, b Event) int { return cmp.Compare(a.ID, b.ID) })
+	for _, e := range dropped {
+		q.left(e, Dropped)
+	}
+	return dropped, nil
+}
+
+func (q *Queue) left(e Event, fate Fate) {
+	if q.opts.Left != nil {
+		q.opts.Left(e, fate)
+	}
 }
 
 func (q *Queue) start(ctx context.Context) error {
@@ -237,12 +303,17 @@ func (q *Queue) dispatchLocked() {
 }
 
 func (q *Queue) run(ctx context.Context, l *lane, e Event) {
-	defer q.finish(l, e.ID)
+	defer q.finish(l, e)
 	q.handler(ctx, e)
 }
 
 // ErrStopped is the cause of a running event's cancellation by Stop.
 var ErrStopped = errors.New("stopped on request")
+
+// ErrShutdown is the cause handlers see when the gateway stops without
+// waiting for them (a second signal): their events were not answered and a
+// later start should take them up again, so nobody is told they failed.
+var ErrShutdown = errors.New("stopped by shutdown")
 
 // Stop stops a lane's work at once: the running event's context is
 // cancelled with cause ErrStopped (the handler sees it and should return
@@ -270,22 +341,25 @@ func (q *Queue) Stop(laneName string) (running bool, dropped []Event) {
 	close(q.changed)
 	q.changed = make(chan struct{})
 	q.mu.Unlock()
-	if q.opts.Journal != nil {
-		for _, e := range dropped {
-			if err := q.opts.Journal.Done(e.ID); err != nil && q.opts.OnJournalError != nil {
-				q.opts.OnJournalError(e.ID, err)
-			}
-		}
+	for _, e := range dropped {
+		q.journalDone(e.ID)
+		q.left(e, Stopped)
 	}
 	return running, dropped
 }
 
-func (q *Queue) finish(l *lane, id uint64) {
-	if q.opts.Journal != nil {
-		if err := q.opts.Journal.Done(id); err != nil && q.opts.OnJournalError != nil {
-			q.opts.OnJournalError(id, err)
-		}
+func (q *Queue) journalDone(id uint64) {
+	if q.opts.Journal == nil {
+		return
 	}
+	if err := q.opts.Journal.Done(id); err != nil && q.opts.OnJournalError != nil {
+		q.opts.OnJournalError(id, err)
+	}
+}
+
+func (q *Queue) finish(l *lane, e Event) {
+	q.journalDone(e.ID)
+	q.left(e, Ran)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.running--

@@ -384,3 +384,95 @@ func TestStopCancelsTheRunningEventAndDropsTheLanesWaiting(t *testing.T) {
 		t.Errorf("Stop(idle lane) = %v, %v", running, dropped)
 	}
 }
+
+// leftLog records Options.Left calls.
+type leftLog struct {
+	mu    sync.Mutex
+	fates map[uint64][]Fate
+}
+
+func (l *leftLog) left(e Event, f Fate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fates == nil {
+		l.fates = map[uint64][]Fate{}
+	}
+	l.fates[e.ID] = append(l.fates[e.ID], f)
+}
+
+func (l *leftLog) get() map[uint64][]Fate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[uint64][]Fate{}
+	for id, f := range l.fates {
+		out[id] = append([]Fate(nil), f...)
+	}
+	return out
+}
+
+// Every accepted event leaves the queue exactly once through Left: ran,
+// stopped while waiting, or dropped when the queue stopped, so a producer
+// (a heartbeat's busy mark) is always released.
+func TestEveryEventLeavesThroughLeft(t *testing.T) {
+	rec := newRecorder(false)
+	var log leftLog
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, Left: log.left}, rec.handle)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []Event)
+	go func() { dropped, _ := q.Run(ctx); done <- dropped }()
+
+	mustEnqueue := func(e Event) uint64 {
+		t.Helper()
+		r, err := q.Enqueue(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Event.ID
+	}
+	a := mustEnqueue(Event{Kind: KindMessage, ChannelID: "a"})
+	waitStarted(t, rec)
+	a2 := mustEnqueue(Event{Kind: KindHeartbeat, ChannelID: "a"})
+	b := mustEnqueue(Event{Kind: KindCron, ChannelID: "b"})
+	if _, dropped := q.Stop("a"); len(dropped) != 1 || dropped[0].ID != a2 {
+		t.Fatalf("Stop dropped %v, want event %d", dropped, a2)
+	}
+	close(rec.gate(a))
+	waitStarted(t, rec) // b
+	c := mustEnqueue(Event{Kind: KindWebhook, ChannelID: "c"})
+	cancel() // b is running, c waits: c is dropped
+	dropped := <-done
+	if len(dropped) != 1 || dropped[0].ID != c {
+		t.Fatalf("Run dropped %v, want event %d", dropped, c)
+	}
+	want := map[uint64][]Fate{a: {Ran}, a2: {Stopped}, b: {Ran}, c: {Dropped}}
+	if diff := cmp.Diff(want, log.get()); diff != "" {
+		t.Errorf("Left calls (-want +got):\n%s", diff)
+	}
+}
+
+// One lane cannot fill the queue: beyond MaxPerLane waiting events it is
+// refused with a lane FullError while other lanes are still accepted.
+func TestPerLaneLimit(t *testing.T) {
+	rec := newRecorder(false)
+	q := New(Options{MaxDepth: 100, MaxPerLane: 3, MaxConcurrent: 1}, rec.handle)
+	runQueue(t, q)
+	if _, err := q.Enqueue(Event{ChannelID: "flood"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStarted(t, rec) // the running one does not count as waiting
+	for i := 0; i < 3; i++ {
+		if _, err := q.Enqueue(Event{ChannelID: "flood"}); err != nil {
+			t.Fatalf("waiting event %d refused: %v", i+1, err)
+		}
+	}
+	_, err := q.Enqueue(Event{ChannelID: "flood"})
+	var full *FullError
+	if !errors.As(err, &full) || !full.Lane || full.Depth != 3 {
+		t.Fatalf("fourth waiting event in one lane: err = %v, want a lane FullError with depth 3", err)
+	}
+	if _, err := q.Enqueue(Event{ChannelID: "quiet"}); err != nil {
+		t.Errorf("another lane refused while one lane is full: %v", err)
+	}
+	q.Stop("flood")
+	q.Stop("quiet")
+}

@@ -53,8 +53,11 @@ type file struct {
 type Store struct {
 	path string // empty: memory only
 
-	mu       sync.Mutex // guards bindings and version
+	mu       sync.Mutex // guards bindings, resets and version
 	bindings map[string]Binding
+	// resets counts the Deletes of each key in this process: a turn that
+	// began before a reset must not bind the key again when it ends.
+	resets map[string]Epoch
 	// version counts changes to bindings.
 	version uint64
 
@@ -69,7 +72,7 @@ type Store struct {
 // be parsed is moved aside (sessions.json.corrupt-<time>) and reported in
 // the returned warning, so one bad file never stops the gateway.
 func Open(path string) (s *Store, warning string, err error) {
-	s = &Store{path: path, bindings: map[string]Binding{}}
+	s = &Store{path: path, bindings: map[string]Binding{}, resets: map[string]Epoch{}}
 	if path == "" {
 		return s, "", nil
 	}
@@ -131,6 +134,41 @@ func (s *Store) Get(channel string) (Binding, bool) {
 	return b, ok
 }
 
+// Epoch identifies one conversation of a key: every Delete (a reset)
+// begins a new one.
+type Epoch uint64
+
+// Current returns the channel's binding and the epoch of its conversation,
+// for a later SetIn.
+func (s *Store) Current(channel string) (Binding, bool, Epoch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.bindings[channel]
+	if ok {
+		b.Persona = maps.Clone(b.Persona)
+	}
+	return b, ok, s.resets[channel]
+}
+
+// SetIn is Set for a turn that began in epoch: when the key was reset
+// since, the reset wins and SetIn stores nothing and reports false.
+func (s *Store) SetIn(channel string, epoch Epoch, b Binding) (bool, error) {
+	if b.SessionID == "" {
+		return false, errors.New("set session: empty session id")
+	}
+	s.mu.Lock()
+	if s.resets[channel] != epoch {
+		s.mu.Unlock()
+		return false, nil
+	}
+	b.Persona = maps.Clone(b.Persona)
+	s.bindings[channel] = b
+	s.version++
+	v := s.version
+	s.mu.Unlock()
+	return true, s.save(v)
+}
+
 // Set binds the channel to b and saves the store. When the save fails the
 // binding stays in memory (the session keeps working) and the error says
 // it is not on disk.
@@ -148,9 +186,11 @@ func (s *Store) Set(channel string, b Binding) error {
 }
 
 // Delete removes the channel's binding (reset) and saves the store. It
-// reports whether there was one.
+// reports whether there was one. Either way it begins a new epoch, so a
+// turn still running in the old conversation cannot bind it again.
 func (s *Store) Delete(channel string) (bool, error) {
 	s.mu.Lock()
+	s.resets[channel]++
 	if _, had := s.bindings[channel]; !had {
 		s.mu.Unlock()
 		return false, nil

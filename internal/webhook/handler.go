@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -45,6 +46,9 @@ type Options struct {
 	Secret func(envName string) (string, bool)
 	// Enqueue hands the event to the queue (queue.Queue.Enqueue).
 	Enqueue func(queue.Event) (queue.Receipt, error)
+	// DefaultChannel receives the reply of a webhook that names no
+	// Channel (OUTPUT_CHANNEL_ID). Empty: such replies are only logged.
+	DefaultChannel string
 	// MaxBody is the largest accepted body in bytes; 0 means
 	// DefaultMaxBody. A larger one is answered 413.
 	MaxBody int64
@@ -151,7 +155,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, name string) re
 		Kind:      queue.KindWebhook,
 		Source:    "webhook",
 		Name:      def.Name,
-		ChannelID: def.Channel,
+		ChannelID: cmp.Or(def.Channel, h.opts.DefaultChannel),
 		Text:      Render(def.Instruction, payload),
 	})
 	var full *queue.FullError

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/config"
+)
+
+// blockOn answers every prompt at once except "forever", which runs until
+// its context ends; started receives each prompt as its turn starts.
+func blockOn(started chan<- string) func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+	return func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		started <- req.Prompt
+		if req.Prompt == "forever" {
+			<-ctx.Done()
+			return backends.Result{}, &backends.Error{Kind: backends.KindCanceled, Err: ctx.Err()}
+		}
+		return backends.Result{SessionID: "s", Text: "done " + req.Prompt}, nil
+	}
+}
+
+// A heartbeat waiting behind a prompt in its channel that /claude-stop
+// drops fires again at its next interval, and the stop notice counts only
+// prompts.
+func TestHeartbeatDroppedByStopFiresAgain(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	started := make(chan string, 10)
+	h := startGateway(t, harnessOptions{
+		clock:   clock,
+		files:   map[string]string{"heartbeat.md": "## inbox\nInterval: 60\nInstruction: Check the inbox.\n"},
+		respond: blockOn(started),
+		setup: func(h *harness) map[string]string {
+			return map[string]string{config.EnvOutputChannelID: h.channel.String()}
+		},
+	})
+	h.mention(h.channel, "forever")
+	if p := <-started; p != "forever" {
+		t.Fatalf("first run = %q", p)
+	}
+	advance(t, clock, 1, 60*time.Second)
+	h.fd.Wait(t, "the heartbeat queued", waitLong, func() bool { return strings.Contains(h.logs.String(), "scheduled event enqueued") })
+
+	stop := h.fd.Interact(h.channel, h.user, "claude-stop", nil)
+	h.fd.Wait(t, "stop answer", waitLong, func() bool { return len(h.fd.Callbacks(stop)) == 1 })
+	for _, a := range h.fd.Answers() {
+		if a.Interaction == stop && a.Content != "Stopped the prompt that was running." {
+			t.Errorf("stop answer = %q; a dropped heartbeat is not a waiting prompt", a.Content)
+		}
+	}
+	h.fd.Wait(t, "the run to end", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
+
+	advance(t, clock, 1, 60*time.Second)
+	select {
+	case p := <-started:
+		if p != "Check the inbox." {
+			t.Errorf("next run = %q, want the heartbeat", p)
+		}
+	case <-time.After(waitLong):
+		t.Fatalf("the heartbeat never fired again after /claude-stop dropped it; logs:\n%s", h.logs.String())
+	}
+}
+
+// When Discord closes the connection for good, the shutdown hook is not
+// run: its reply could not be delivered.
+func TestShutdownHookSkippedWhenDiscordIsGone(t *testing.T) {
+	agents := "## Hooks\n\n### shutdown\nInstruction: SHUTDOWN hook.\n"
+	h := startGateway(t, harnessOptions{
+		files: map[string]string{"agents.md": agents},
+		setup: func(h *harness) map[string]string {
+			return map[string]string{config.EnvOutputChannelID: h.channel.String()}
+		},
+	})
+	h.fd.Disconnect(4004, false)
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err == nil || !strings.Contains(err.Error(), "4004") {
+			t.Errorf("Run = %v, want the fatal close", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the gateway did not stop after a fatal close")
+	}
+	for _, p := range prompts(h.backend) {
+		if strings.Contains(p, "SHUTDOWN hook.") {
+			t.Error("the shutdown hook ran with Discord gone")
+		}
+	}
+	if !strings.Contains(h.logs.String(), "shutdown hook skipped") {
+		t.Errorf("the skip is not logged:\n%s", h.logs.String())
+	}
+}
+
+// A second signal while the drain waits stops at once; the prompt that was
+// running and the one waiting are answered by the next start.
+func TestSecondSignalStopsAtOnceAndKeepsPrompts(t *testing.T) {
+	started := make(chan string, 10)
+	signals := make(chan os.Signal, 1)
+	first := startGateway(t, harnessOptions{respond: blockOn(started), signals: signals})
+	first.mention(first.channel, "forever")
+	if p := <-started; p != "forever" {
+		t.Fatalf("first run = %q", p)
+	}
+	queued := first.mention(first.channel, "queued")
+	reactPath := "/channels/" + first.channel.String() + "/messages/" + queued.ID.String() + "/reactions/"
+	first.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(first.requests("PUT", reactPath)) == 1 })
+
+	first.cancel() // the first signal: drain
+	first.fd.Wait(t, "the drain", waitLong, func() bool { return strings.Contains(first.logs.String(), "shutting down") })
+	signals <- syscall.SIGTERM
+	select {
+	case err := <-first.done:
+		first.done <- err
+		if err == nil || !strings.Contains(err.Error(), "second signal") {
+			t.Errorf("Run = %v, want it to say a second signal stopped it", err)
+		}
+	case <-time.After(waitLong / 2):
+		t.Fatal("a second signal did not stop the gateway at once")
+	}
+	for _, m := range first.fd.BotMessages(first.channel) {
+		t.Errorf("the stopped gateway posted %q; nothing failed, it only stopped", m.Content)
+	}
+
+	second := startGateway(t, harnessOptions{fd: first.fd, configDir: first.cfg.ConfigDir})
+	second.channel = first.channel
+	msgs := second.waitReplies(second.channel, 2)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Content)
+	}
+	if want := "echo: forever|echo: queued"; strings.Join(got, "|") != want {
+		t.Errorf("replies after the restart = %q, want %q", got, want)
+	}
+}
+
+// A webhook that names no channel posts to OUTPUT_CHANNEL_ID, as README
+// and doctor say.
+func TestWebhookWithoutChannelPostsToOutputChannel(t *testing.T) {
+	addr := make(chan string, 1)
+	h := startGateway(t, harnessOptions{
+		webhookAddr: addr,
+		files: map[string]string{"agents.md": "## Webhooks\n\n### ping\nSecret-Env: PING_SECRET\n" +
+			"Instruction: Someone pinged: {{payload}}\n"},
+		setup: func(h *harness) map[string]string {
+			return map[string]string{
+				config.EnvWebhookAddr:     "127.0.0.1:0",
+				config.EnvOutputChannelID: h.channel.String(),
+				"PING_SECRET":             "ping-secret-value",
+			}
+		},
+	})
+	req, _ := http.NewRequest("POST", "http://"+<-addr+"/hooks/ping", bytes.NewReader([]byte(`hello`)))
+	req.Header.Set("Authorization", "Bearer ping-secret-value")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("status %d, want 202", r.StatusCode)
+	}
+	msgs := h.waitReplies(h.channel, 1)
+	if !strings.Contains(msgs[0].Content, "Someone pinged") {
+		t.Errorf("post = %q", msgs[0].Content)
+	}
+}
