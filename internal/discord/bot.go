@@ -2,9 +2,17 @@
 //
 // Intake turns mentions, direct messages and the /claude slash command into
 // queue events, in Discord's order within a channel; the outbox delivers
-// replies (split, never pinging, retried without duplicates) and keeps the
-// typing indicator alive while a run is in progress. The runtime sees only
-// the agent.Replier interface; nothing outside this package knows arikawa.
+// replies (split, capped, never pinging, retried without duplicates) and
+// keeps the typing indicator alive while a run is in progress. The runtime
+// sees only the agent.Replier interface; nothing outside this package knows
+// arikawa.
+//
+// Concurrency: intake runs on arikawa's event loop, in order. Reply only
+// hands a reply over: each channel has one delivery goroutine that posts the
+// channel's replies in the order they were handed over and owns their
+// retries, so a Discord outage never holds a queue slot. Flush waits for the
+// replies still on their way; Close stops everything. A Bot is safe for
+// concurrent use.
 package discord
 
 import (
@@ -27,6 +35,7 @@ import (
 	"github.com/diamondburned/arikawa/v3/utils/handler"
 	"github.com/diamondburned/arikawa/v3/utils/httputil/httpdriver"
 	"github.com/diamondburned/arikawa/v3/utils/ws"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/queue"
@@ -60,10 +69,28 @@ type Options struct {
 	// TypingInterval is how often the typing indicator is renewed; Discord
 	// shows it for about 10 s. Zero means 8 s.
 	TypingInterval time.Duration
-	// Delivery bounds retries of a reply that Discord refused with a 5xx or
-	// that failed on the network. Zero values mean 6 attempts starting at 1 s.
-	DeliveryAttempts int
-	DeliveryBackoff  time.Duration
+	// DeliveryBackoff is the first wait before a reply that Discord refused
+	// with a 5xx (or that failed on the network) is tried again; each retry
+	// doubles it, up to DeliveryMaxBackoff. Zero means 1 s.
+	DeliveryBackoff time.Duration
+	// DeliveryMaxBackoff caps the wait between retries. Zero means 1 min.
+	DeliveryMaxBackoff time.Duration
+	// DeliveryWindow is how long a reply is kept and retried while Discord
+	// cannot take it; after that it is dropped (and logged with its
+	// length). Zero means 15 min.
+	DeliveryWindow time.Duration
+	// MaxReplyMessages caps the messages of one reply (MAX_REPLY_MESSAGES):
+	// a longer answer is posted as its first MaxReplyMessages-1 messages and
+	// a last one saying it was cut, with the whole answer attached as
+	// answer.md. Zero means 10.
+	MaxReplyMessages int
+	// UploadLimit is the largest file Discord takes from the bot, in bytes;
+	// an answer.md beyond it holds the answer's beginning. Zero means
+	// 10 MiB, the limit of a guild without boosts.
+	UploadLimit int
+	// Clock drives retries and the busy-notice rate limit; nil is the real
+	// clock.
+	Clock clockwork.Clock
 	// CatchUpTimeout bounds the history fetch after a reconnect that could
 	// not resume. Zero means 20 s.
 	CatchUpTimeout time.Duration
@@ -133,9 +160,16 @@ type Bot struct {
 	dirty    bool
 	// persisted is closed when the state has been saved at Close.
 	persisted chan struct{}
+	// busyNoticed is when each channel was last told the queue is full;
+	// within busyNoticeEvery further refusals only get a reaction.
+	busyNoticed map[discord.ChannelID]time.Time
 	// ctx lives as long as the connection; background work uses it.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// clock is opts.Clock; out, the replies on their way, has its own lock.
+	clock clockwork.Clock
+	out   outbox
 }
 
 // seen is the newest message of a channel and the channel's guild.
@@ -170,11 +204,26 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	if opts.TypingInterval <= 0 {
 		opts.TypingInterval = 8 * time.Second
 	}
-	if opts.DeliveryAttempts <= 0 {
-		opts.DeliveryAttempts = 6
-	}
 	if opts.DeliveryBackoff <= 0 {
 		opts.DeliveryBackoff = time.Second
+	}
+	if opts.DeliveryMaxBackoff <= 0 {
+		opts.DeliveryMaxBackoff = time.Minute
+	}
+	if opts.DeliveryMaxBackoff < opts.DeliveryBackoff {
+		opts.DeliveryMaxBackoff = opts.DeliveryBackoff
+	}
+	if opts.DeliveryWindow <= 0 {
+		opts.DeliveryWindow = 15 * time.Minute
+	}
+	if opts.MaxReplyMessages <= 0 {
+		opts.MaxReplyMessages = 10
+	}
+	if opts.UploadLimit <= 0 {
+		opts.UploadLimit = DefaultUploadLimit
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
 	}
 	if opts.CatchUpTimeout <= 0 {
 		opts.CatchUpTimeout = 20 * time.Second
@@ -225,6 +274,9 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		marks:        make(map[uint64]*mark),
 		typing:       make(map[uint64]context.CancelFunc),
 		interactions: make(map[string]*interaction),
+		busyNoticed:  make(map[discord.ChannelID]time.Time),
+		clock:        opts.Clock,
+		out:          newOutbox(),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if opts.StatePath != "" {
@@ -330,9 +382,12 @@ func (b *Bot) StopIntake() {
 	b.stopping.Store(true)
 }
 
-// Close disconnects from Discord and stops background work.
+// Close disconnects from Discord and stops background work. Replies still
+// on their way are dropped, each logged with its length: call Flush first
+// to give them time.
 func (b *Bot) Close() error {
 	b.cancel()
+	b.out.wait(context.Background())
 	if b.persisted != nil {
 		<-b.persisted
 	}

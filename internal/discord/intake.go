@@ -20,7 +20,10 @@ const Source = "discord"
 
 // Reactions and notices shown to users.
 const (
-	waitingEmoji   = "⏳"
+	waitingEmoji = "⏳"
+	// refusedEmoji marks a prompt the full queue turned away when the
+	// channel was told so less than busyNoticeEvery ago.
+	refusedEmoji   = "🚫"
 	emptyPrompt    = "Mention me with a question, or use /claude."
 	notAllowed     = "You are not allowed to use this bot here."
 	shuttingDown   = "The gateway is shutting down and did not take this message. Please send it again in a minute."
@@ -29,6 +32,9 @@ const (
 	resetFailed    = "Could not reset the conversation: the session file could not be written. Check the gateway's log."
 	stoppedNotice  = "Stopped before it answered."
 	interactionTTL = 14 * time.Minute
+	// busyNoticeEvery is how often at most a channel is told the queue is
+	// full: a flood of prompts must not become a flood of notices.
+	busyNoticeEvery = 30 * time.Second
 )
 
 // Slash command names.
@@ -38,8 +44,33 @@ const (
 	commandStop   = "claude-stop"
 )
 
-func busyNotice(depth int) string {
-	return fmt.Sprintf("I'm busy: %d prompts are already waiting. Please try again in a minute.", depth)
+// busyNotice tells why the queue refused a prompt: the channel's own limit
+// or the whole queue's.
+func busyNotice(full *queue.FullError) string {
+	n, are := fmt.Sprintf("%d prompts", full.Depth), "are"
+	if full.Depth == 1 {
+		n, are = "1 prompt", "is"
+	}
+	if full.Lane {
+		return fmt.Sprintf("This channel already has %s waiting. Please send this again once they have been answered.", n)
+	}
+	return fmt.Sprintf("I'm busy: %s %s already waiting. Please try again in a minute.", n, are)
+}
+
+// busyNoticeDueLocked reports whether a channel may be told now that the
+// queue is full, and if so records it. b.mu must be held.
+func (b *Bot) busyNoticeDueLocked(channel discord.ChannelID) bool {
+	now := b.clock.Now()
+	if last, ok := b.busyNoticed[channel]; ok && now.Sub(last) < busyNoticeEvery {
+		return false
+	}
+	for ch, last := range b.busyNoticed {
+		if now.Sub(last) >= busyNoticeEvery {
+			delete(b.busyNoticed, ch)
+		}
+	}
+	b.busyNoticed[channel] = now
+	return true
 }
 
 // accepts reports whether a message is a prompt for the bot: not from a bot
@@ -112,7 +143,9 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	defer b.mu.Unlock()
 	rcpt, err := b.intake.Enqueue(e)
 	if err != nil {
-		go b.refuse(m.ChannelID, m.ID, err)
+		var full *queue.FullError
+		notify := !errors.As(err, &full) || b.busyNoticeDueLocked(m.ChannelID)
+		go b.refuse(m.ChannelID, m.ID, err, notify)
 		return
 	}
 	log.Info().Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Msg("prompt accepted")
@@ -128,12 +161,22 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	}
 }
 
-// refuse answers a prompt the queue did not take.
-func (b *Bot) refuse(channel discord.ChannelID, message discord.MessageID, err error) {
+// refuse answers a prompt the queue did not take. A full queue is told in
+// words when notify is set, else with refusedEmoji only.
+func (b *Bot) refuse(channel discord.ChannelID, message discord.MessageID, err error, notify bool) {
 	var full *queue.FullError
 	switch {
 	case errors.As(err, &full):
-		b.notice(channel, message, busyNotice(full.Depth))
+		b.log.Warn().Str("channel", channel.String()).Str("message", message.String()).
+			Int("depth", full.Depth).Bool("channel_limit", full.Lane).Bool("notice", notify).
+			Msg("prompt refused: the queue is full")
+		if notify {
+			b.notice(channel, message, busyNotice(full))
+			return
+		}
+		if err := b.client(b.ctx).React(channel, message, refusedEmoji); err != nil {
+			b.log.Debug().Err(err).Str("channel", channel.String()).Msg("could not mark the prompt as refused")
+		}
 	case errors.Is(err, queue.ErrClosed):
 		b.notice(channel, message, shuttingDown)
 	default:
@@ -143,7 +186,7 @@ func (b *Bot) refuse(channel discord.ChannelID, message discord.MessageID, err e
 
 // notice sends a short gateway message in reply to a prompt.
 func (b *Bot) notice(channel discord.ChannelID, message discord.MessageID, text string) {
-	if err := b.send(b.ctx, channel, message, text, b.noticeNonce(message)); err != nil {
+	if err := b.post(b.ctx, channel, message, part{content: text}, b.noticeNonce(message)); err != nil {
 		b.log.Warn().Err(err).Str("channel", channel.String()).Int("length", len(text)).Msg("notice not delivered")
 	}
 }
@@ -343,7 +386,7 @@ func (b *Bot) stop(ev *gateway.InteractionCreateEvent) {
 			}
 		}
 		for _, in := range pending {
-			b.answerInteraction(b.ctx, in, []string{"Dropped by /claude-stop."})
+			b.answerNotice(in, "Dropped by /claude-stop.")
 		}
 	}()
 }
@@ -381,7 +424,7 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	}
 	in := &interaction{
 		app: ev.AppID, token: ev.Token, channel: ev.ChannelID,
-		expires: time.Now().Add(interactionTTL), acked: make(chan struct{}),
+		expires: b.clock.Now().Add(interactionTTL), acked: make(chan struct{}),
 	}
 	key := "interaction:" + ev.ID.String()
 	e := queue.Event{
@@ -402,10 +445,16 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	}
 	b.mu.Unlock()
 	if err != nil {
+		// The refusal is ephemeral, seen only by whoever ran the command,
+		// so it is always sent: a slash command must be answered.
 		var full *queue.FullError
 		text := shuttingDown
 		if errors.As(err, &full) {
-			text = busyNotice(full.Depth)
+			text = busyNotice(full)
+			b.log.Warn().Str("channel", ev.ChannelID.String()).Int("depth", full.Depth).Bool("channel_limit", full.Lane).
+				Msg("slash prompt refused: the queue is full")
+		} else if !errors.Is(err, queue.ErrClosed) {
+			b.log.Error().Err(err).Str("channel", ev.ChannelID.String()).Msg("slash prompt not queued")
 		}
 		go b.respond(ev, text, true)
 		return

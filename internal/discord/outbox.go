@@ -1,19 +1,24 @@
 package discord
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net/textproto"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/api"
 	"github.com/diamondburned/arikawa/v3/discord"
 	"github.com/diamondburned/arikawa/v3/utils/httputil"
-	"github.com/diamondburned/arikawa/v3/utils/json/option"
+	"github.com/diamondburned/arikawa/v3/utils/json"
+	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/queue"
-	"github.com/agentgateway/gateway/internal/reply"
 )
 
 // noPings allows no mention to ping: not @everyone, not roles, not users
@@ -33,6 +38,21 @@ type messageCreate struct {
 	EnforceNonce     bool                 `json:"enforce_nonce"`
 	AllowedMentions  *api.AllowedMentions `json:"allowed_mentions"`
 	MessageReference *messageReference    `json:"message_reference,omitempty"`
+	Attachments      []attachmentRef      `json:"attachments,omitempty"`
+}
+
+// webhookMessage is the body of an interaction's response edit and
+// follow-ups. Webhooks take no nonce.
+type webhookMessage struct {
+	Content         string               `json:"content"`
+	AllowedMentions *api.AllowedMentions `json:"allowed_mentions"`
+	Attachments     []attachmentRef      `json:"attachments,omitempty"`
+}
+
+// attachmentRef names the file uploaded as files[ID] in payload_json.
+type attachmentRef struct {
+	ID       int    `json:"id"`
+	Filename string `json:"filename"`
 }
 
 type messageReference struct {
@@ -49,7 +69,7 @@ func (b *Bot) client(ctx context.Context) *api.Client {
 
 // Started is told that an event begins to run: it removes the prompt's
 // waiting mark and keeps the typing indicator alive until the returned
-// function is called or the reply is sent. Slash commands show Discord's
+// function is called or the reply is handed over. Slash commands show Discord's
 // own "thinking" state instead.
 func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 	b.mu.Lock()
@@ -69,7 +89,7 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 		// must still leave Discord's "thinking" state.
 		return func() {
 			if in := b.takeInteraction(e.ReplyTo); in != nil {
-				go b.answerInteraction(b.ctx, in, []string{stoppedNotice})
+				go b.answerNotice(in, stoppedNotice)
 			}
 		}
 	}
@@ -112,39 +132,373 @@ func (b *Bot) keepTyping(ctx context.Context, channel discord.ChannelID) {
 	}
 }
 
-// Reply delivers an event's answer: split at Discord's limit with code
-// blocks kept well-formed, the first chunk as a reply to the prompt, and
-// no pings. A slash command's answer replaces its "thinking" response.
-func (b *Bot) Reply(ctx context.Context, e queue.Event, text string) error {
+// ErrBacklog is returned by Reply when too many replies are waiting for
+// Discord already (a long outage): the new one is not kept.
+var ErrBacklog = errors.New("too many replies waiting for Discord; this one is not kept")
+
+// Bounds of the replies waiting for Discord. One reply is always taken
+// when none is waiting, however large.
+const (
+	maxPendingReplies = 500
+	maxPendingBytes   = 128 << 20
+)
+
+// Reply hands an event's answer over for delivery and returns at once; it
+// fails only for a bad channel id or a full backlog (ErrBacklog). The
+// answer is split at Discord's limit with code blocks kept well-formed and
+// capped at MaxReplyMessages (the rest attached as answer.md); the first
+// message replies to the prompt, and nothing pings. A slash command's
+// answer replaces its "thinking" response, with follow-ups for the rest.
+//
+// The channel's delivery goroutine posts replies in the order they were
+// handed over and retries them while Discord fails in a way that may pass
+// (5xx, network, 429 after its Retry-After) for DeliveryWindow, logging the
+// reply as pending; then, or at once for any other refusal, it is dropped
+// and logged with its length.
+func (b *Bot) Reply(_ context.Context, e queue.Event, text string) error {
 	b.stopTyping(e.ID)
 	channel, err := discord.ParseSnowflake(e.ChannelID)
 	if err != nil {
 		return fmt.Errorf("reply to event %d: invalid channel id %q", e.ID, e.ChannelID)
 	}
-	chunks := reply.Split(text, reply.DiscordLimit)
-	if len(chunks) == 0 {
+	parts := planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit)
+	if len(parts) == 0 {
 		return nil
 	}
-	if in := b.takeInteraction(e.ReplyTo); in != nil {
-		sent := b.answerInteraction(ctx, in, chunks)
-		if sent == len(chunks) {
-			return nil
-		}
-		// The interaction token expired or Discord refused it: post the
-		// rest in the channel rather than lose it.
-		chunks, e.ReplyTo = chunks[sent:], ""
+	d := &delivery{event: e.ID, channel: discord.ChannelID(channel), parts: parts, length: len(text)}
+	for _, p := range parts {
+		d.size += p.size()
 	}
-	var ref discord.MessageID
-	if id, err := discord.ParseSnowflake(e.ReplyTo); err == nil {
-		ref = discord.MessageID(id)
+	if d.in = b.takeInteraction(e.ReplyTo); d.in != nil {
+		d.token = d.in.token
+	} else if id, err := discord.ParseSnowflake(e.ReplyTo); err == nil {
+		d.ref = discord.MessageID(id)
 	}
-	for i, chunk := range chunks {
-		if err := b.deliver(ctx, discord.ChannelID(channel), ref, chunk, b.nonce(e.ID, i)); err != nil {
-			return fmt.Errorf("chunk %d of %d (%d bytes): %w", i+1, len(chunks), len(chunk), err)
+	if !b.out.add(d, b.deliverChannel) {
+		if d.in != nil {
+			go b.answerNotice(d.in, backlogNotice)
 		}
-		ref = 0
+		return fmt.Errorf("reply to event %d (%d bytes): %w", e.ID, len(text), ErrBacklog)
 	}
 	return nil
+}
+
+// backlogNotice answers a slash command whose reply could not be kept.
+const backlogNotice = "The answer is ready, but Discord has been refusing messages for a while and too many answers are waiting already; it could not be kept."
+
+// delivery is one reply on its way to Discord.
+type delivery struct {
+	event   uint64
+	channel discord.ChannelID
+	// ref is the prompt the first message answers; zero for none.
+	ref discord.MessageID
+	// in is the slash command the reply answers; nil once the reply goes
+	// to the channel instead.
+	in *interaction
+	// token is the interaction's token, kept out of logs.
+	token string
+	parts []part
+	// next is the first part not delivered yet.
+	next int
+	// length is the answer's length in bytes; size what parts hold.
+	length, size int
+}
+
+// outbox holds the replies waiting for Discord, in one FIFO per channel,
+// each served by one goroutine (deliverChannel) while it is not empty.
+// Bounded by maxPendingReplies and maxPendingBytes: add refuses beyond.
+type outbox struct {
+	// hurry is closed by Flush: pending replies are retried at the first
+	// backoff rather than the grown one. Set once, never replaced.
+	hurry chan struct{}
+
+	mu    sync.Mutex // guards the fields below
+	lanes map[discord.ChannelID][]*delivery
+	// pending and bytes count the replies in lanes, the head included.
+	pending, bytes int
+	// idle is closed while nothing is pending.
+	idle    chan struct{}
+	hurried bool
+}
+
+func newOutbox() outbox {
+	idle := make(chan struct{})
+	close(idle)
+	return outbox{hurry: make(chan struct{}), lanes: map[discord.ChannelID][]*delivery{}, idle: idle}
+}
+
+// add queues d behind its channel's replies, starting the channel's
+// delivery goroutine if there is none. It reports false when full.
+func (o *outbox) add(d *delivery, serve func(*delivery)) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pending > 0 && (o.pending >= maxPendingReplies || o.bytes+d.size > maxPendingBytes) {
+		return false
+	}
+	if o.pending == 0 {
+		o.idle = make(chan struct{})
+	}
+	o.pending++
+	o.bytes += d.size
+	q := o.lanes[d.channel]
+	o.lanes[d.channel] = append(q, d)
+	if len(q) == 0 {
+		go serve(d)
+	}
+	return true
+}
+
+// done removes the channel's head d and returns the next reply, or nil
+// when the channel has none left (its goroutine then ends).
+func (o *outbox) done(d *delivery) *delivery {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pending--
+	o.bytes -= d.size
+	if o.pending == 0 {
+		close(o.idle)
+	}
+	q := o.lanes[d.channel][1:]
+	if len(q) == 0 {
+		delete(o.lanes, d.channel)
+		return nil
+	}
+	o.lanes[d.channel] = q
+	return q[0]
+}
+
+// wait blocks until nothing is pending or ctx ends.
+func (o *outbox) wait(ctx context.Context) error {
+	for {
+		o.mu.Lock()
+		idle, n := o.idle, o.pending
+		o.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("%d replies not delivered yet: %w", n, ctx.Err())
+		}
+	}
+}
+
+// Pending is how many replies are waiting for Discord.
+func (b *Bot) Pending() int {
+	b.out.mu.Lock()
+	defer b.out.mu.Unlock()
+	return b.out.pending
+}
+
+// Flush waits, bounded by ctx, until every reply handed over has been
+// delivered or dropped. It is for shutdown: from then on replies still
+// failing are retried at the first backoff (DeliveryBackoff), not the grown
+// one, so the short time left is used. Replies still pending when ctx ends
+// are dropped by Close.
+func (b *Bot) Flush(ctx context.Context) error {
+	b.out.mu.Lock()
+	if !b.out.hurried {
+		b.out.hurried = true
+		close(b.out.hurry)
+	}
+	b.out.mu.Unlock()
+	return b.out.wait(ctx)
+}
+
+// deliverChannel delivers d and the replies queued behind it in its
+// channel, one at a time, in order.
+func (b *Bot) deliverChannel(d *delivery) {
+	for d != nil {
+		b.deliver(d)
+		d = b.out.done(d)
+	}
+}
+
+// deliver posts one reply, retrying while Discord fails in a way that may
+// pass, for at most DeliveryWindow. The parts already posted are not posted
+// again; each part's nonce makes a retry after an ambiguous failure safe.
+func (b *Bot) deliver(d *delivery) {
+	log := b.log.With().Str("channel", d.channel.String()).Uint64("event", d.event).Int("length", d.length).Logger()
+	start := b.clock.Now()
+	deadline := start.Add(b.opts.DeliveryWindow)
+	for attempt := 1; ; attempt++ {
+		if b.ctx.Err() != nil {
+			log.Error().Int("attempts", attempt-1).Int("messages_left", len(d.parts)-d.next).
+				Msg("reply dropped: the gateway stopped before Discord took it")
+			return
+		}
+		err := b.attempt(b.ctx, d, log)
+		if err == nil {
+			if attempt > 1 {
+				log.Info().Int("attempts", attempt).Dur("after", b.clock.Since(start)).Msg("pending reply delivered")
+			}
+			return
+		}
+		if b.ctx.Err() != nil {
+			continue
+		}
+		wait, ok := b.retryDelay(err, attempt)
+		if !ok {
+			log.Error().Str("error", scrub(err, d.token)).Int("messages_left", len(d.parts)-d.next).
+				Msg("reply not delivered: Discord refused it")
+			return
+		}
+		now := b.clock.Now()
+		if !now.Before(deadline) {
+			log.Error().Str("error", scrub(err, d.token)).Int("attempts", attempt).Int("messages_left", len(d.parts)-d.next).
+				Dur("window", b.opts.DeliveryWindow).Msg("reply dropped: Discord did not take it in time")
+			return
+		}
+		wait = min(wait, deadline.Sub(now))
+		log.Warn().Str("error", scrub(err, d.token)).Int("attempt", attempt).Dur("retry_in", wait).
+			Time("next_retry", now.Add(wait)).Bool("pending", true).
+			Msg("reply not delivered yet: Discord unavailable, retrying")
+		b.waitRetry(wait, !rateLimited(err), log)
+	}
+}
+
+// waitRetry waits d, or the first backoff once Flush has begun when
+// hurryable (a 429's Retry-After is always honoured), or until Close.
+func (b *Bot) waitRetry(d time.Duration, hurryable bool, log zerolog.Logger) {
+	t := b.clock.NewTimer(d)
+	defer t.Stop()
+	end := b.clock.Now().Add(d)
+	var hurry <-chan struct{}
+	if hurryable {
+		hurry = b.out.hurry
+	}
+	for {
+		select {
+		case <-t.Chan():
+			return
+		case <-hurry:
+			hurry = nil
+			if end.Sub(b.clock.Now()) > b.opts.DeliveryBackoff {
+				t.Reset(b.opts.DeliveryBackoff)
+				log.Debug().Dur("retry_in", b.opts.DeliveryBackoff).Msg("shutting down: retrying the pending reply sooner")
+			}
+		case <-b.ctx.Done():
+			return
+		}
+	}
+}
+
+// retryDelay is how long to wait before the next attempt after err, and
+// false when err will not pass by waiting.
+func (b *Bot) retryDelay(err error, attempt int) (time.Duration, bool) {
+	var herr *httputil.HTTPError
+	if errors.As(err, &herr) {
+		switch {
+		case herr.Status == 429:
+			if d, ok := retryAfterBody(herr.Body); ok {
+				return d, true
+			}
+			return b.backoff(attempt), true
+		case herr.Status >= 500:
+			return b.backoff(attempt), true
+		}
+		return 0, false
+	}
+	var rerr httputil.RequestError
+	if errors.As(err, &rerr) {
+		return b.backoff(attempt), true
+	}
+	return 0, false
+}
+
+// backoff is the wait after the attempt-th failure: DeliveryBackoff,
+// doubled each time, at most DeliveryMaxBackoff.
+func (b *Bot) backoff(attempt int) time.Duration {
+	d := b.opts.DeliveryBackoff
+	for i := 1; i < attempt && d < b.opts.DeliveryMaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, b.opts.DeliveryMaxBackoff)
+}
+
+func rateLimited(err error) bool {
+	var herr *httputil.HTTPError
+	return errors.As(err, &herr) && herr.Status == 429
+}
+
+// retryAfterBody reads the retry_after (seconds) of a 429's JSON body.
+func retryAfterBody(body []byte) (time.Duration, bool) {
+	var v struct {
+		RetryAfter float64 `json:"retry_after"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.RetryAfter <= 0 {
+		return 0, false
+	}
+	return seconds(fmt.Sprint(v.RetryAfter))
+}
+
+// attempt posts the parts of d not delivered yet: through the slash
+// command's webhook while that works, else in the channel.
+func (b *Bot) attempt(ctx context.Context, d *delivery, log zerolog.Logger) error {
+	if d.in != nil {
+		if err := b.answer(ctx, d, log); err != nil {
+			return err
+		}
+	}
+	for d.next < len(d.parts) {
+		var ref discord.MessageID
+		if d.next == 0 {
+			ref = d.ref
+		}
+		if err := b.post(ctx, d.channel, ref, d.parts[d.next], b.nonce(d.event, d.next)); err != nil {
+			return fmt.Errorf("message %d of %d: %w", d.next+1, len(d.parts), err)
+		}
+		d.next++
+	}
+	return nil
+}
+
+// answer edits a slash command's deferred response with the first part and
+// posts the others as follow-ups. An error is returned only when it may
+// pass; on any other refusal, or once the interaction expired, d.in is
+// cleared and the rest goes to the channel.
+func (b *Bot) answer(ctx context.Context, d *delivery, log zerolog.Logger) error {
+	in := d.in
+	select {
+	case <-in.acked:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for d.next < len(d.parts) {
+		if !b.clock.Now().Before(in.expires) {
+			log.Info().Msg("the slash command can no longer be answered; posting the answer in the channel")
+			d.in = nil
+			return nil
+		}
+		if err := b.webhookSend(ctx, in, d.next == 0, d.parts[d.next]); err != nil {
+			if _, ok := b.retryDelay(err, 1); ok {
+				return fmt.Errorf("slash command answer %d of %d: %w", d.next+1, len(d.parts), err)
+			}
+			log.Warn().Str("error", scrub(err, in.token)).Msg("slash command answer refused; posting in the channel")
+			d.in = nil
+			return nil
+		}
+		d.next++
+	}
+	return nil
+}
+
+// answerNotice replaces a slash command's "thinking" state with a short
+// notice, once.
+func (b *Bot) answerNotice(in *interaction, text string) {
+	select {
+	case <-in.acked:
+	case <-b.ctx.Done():
+		return
+	}
+	if !b.clock.Now().Before(in.expires) {
+		return
+	}
+	if err := b.webhookSend(b.ctx, in, true, part{content: text}); err != nil {
+		b.log.Warn().Str("error", scrub(err, in.token)).Str("channel", in.channel.String()).
+			Int("length", len(text)).Msg("slash command notice not delivered")
+	}
 }
 
 func (b *Bot) takeInteraction(key string) *interaction {
@@ -158,84 +512,88 @@ func (b *Bot) takeInteraction(key string) *interaction {
 	return in
 }
 
-// answerInteraction edits the deferred response with the first chunk and
-// posts the rest as follow-ups. It returns how many chunks were delivered.
-func (b *Bot) answerInteraction(ctx context.Context, in *interaction, chunks []string) int {
-	select {
-	case <-in.acked:
-	case <-ctx.Done():
-		return 0
-	}
-	if time.Now().After(in.expires) {
-		return 0
-	}
-	c := b.client(ctx)
-	for i, chunk := range chunks {
-		var err error
-		if i == 0 {
-			_, err = c.EditInteractionResponse(in.app, in.token, api.EditInteractionResponseData{
-				Content:         option.NewNullableString(chunk),
-				AllowedMentions: noPings(false),
-			})
-		} else {
-			_, err = c.FollowUpInteraction(in.app, in.token, api.InteractionResponseData{
-				Content:         option.NewNullableString(chunk),
-				AllowedMentions: noPings(false),
-			})
-		}
-		if err != nil {
-			b.log.Warn().Str("error", scrub(err, in.token)).Str("channel", in.channel.String()).
-				Int("length", len(chunk)).Msg("slash command answer refused; posting in the channel")
-			return i
-		}
-	}
-	return len(chunks)
-}
-
-// deliver sends one message, retrying with backoff while Discord fails in a
-// way that may pass (5xx, network). The nonce makes the retries safe.
-func (b *Bot) deliver(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, content, nonce string) error {
-	var err error
-	for try := 0; try < b.opts.DeliveryAttempts; try++ {
-		if try > 0 {
-			wait := b.opts.DeliveryBackoff << (try - 1)
-			b.log.Warn().Err(err).Str("channel", channel.String()).Int("length", len(content)).
-				Dur("retry_in", wait).Msg("Discord refused a message; retrying")
-			if serr := sleep(ctx, wait); serr != nil {
-				return errors.Join(err, serr)
-			}
-		}
-		if err = b.send(ctx, channel, ref, content, nonce); err == nil || !retryable(err) {
-			return err
-		}
-	}
-	return err
-}
-
-// send posts one message with an enforced nonce and no pings.
-func (b *Bot) send(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, content, nonce string) error {
+// post sends one message in a channel with an enforced nonce and no pings,
+// its file (if any) uploaded with it.
+func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string) error {
 	body := messageCreate{
-		Content:         content,
+		Content:         p.content,
 		Nonce:           nonce,
 		EnforceNonce:    true,
 		AllowedMentions: noPings(ref.IsValid()),
+		Attachments:     attachments(p.file),
 	}
 	if ref.IsValid() {
 		body.MessageReference = &messageReference{MessageID: ref}
 	}
+	opts, err := withBody(body, p.file)
+	if err != nil {
+		return err
+	}
 	var msg discord.Message
-	return b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+channel.String()+"/messages",
-		httputil.WithJSONBody(body))
+	return b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+channel.String()+"/messages", opts...)
 }
 
-// retryable reports whether a failed send may succeed later.
-func retryable(err error) bool {
-	var herr *httputil.HTTPError
-	if errors.As(err, &herr) {
-		return herr.Status >= 500 || herr.Status == 429
+// webhookSend edits an interaction's original response (original) or
+// posts a follow-up, with no pings.
+func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p part) error {
+	body := webhookMessage{Content: p.content, AllowedMentions: noPings(false), Attachments: attachments(p.file)}
+	opts, err := withBody(body, p.file)
+	if err != nil {
+		return err
 	}
-	var rerr httputil.RequestError
-	return errors.As(err, &rerr)
+	method, url := "POST", api.EndpointWebhooks+in.app.String()+"/"+in.token
+	if original {
+		method, url = "PATCH", url+"/messages/@original"
+	}
+	var msg discord.Message
+	return b.client(ctx).RequestJSON(&msg, method, url, opts...)
+}
+
+func attachments(f *file) []attachmentRef {
+	if f == nil {
+		return nil
+	}
+	return []attachmentRef{{ID: 0, Filename: f.name}}
+}
+
+// withBody encodes a message: JSON, or with a file multipart/form-data
+// with payload_json and files[0], as Discord takes uploads.
+func withBody(payload any, f *file) ([]httputil.RequestOption, error) {
+	if f == nil {
+		return []httputil.RequestOption{httputil.WithJSONBody(payload)}, nil
+	}
+	pj, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="payload_json"`)
+	h.Set("Content-Type", "application/json")
+	w, err := mw.CreatePart(h)
+	if err == nil {
+		_, err = w.Write(pj)
+	}
+	if err == nil {
+		h = textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files[0]"; filename=%q`, f.name))
+		h.Set("Content-Type", "text/markdown; charset=utf-8")
+		w, err = mw.CreatePart(h)
+	}
+	if err == nil {
+		_, err = w.Write(f.data)
+	}
+	if err == nil {
+		err = mw.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode upload: %w", err)
+	}
+	return []httputil.RequestOption{
+		httputil.WithContentType(mw.FormDataContentType()),
+		httputil.WithBody(io.NopCloser(&buf)),
+	}, nil
 }
 
 // scrub removes an interaction token (it appears in webhook URLs) from an

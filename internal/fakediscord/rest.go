@@ -1,9 +1,13 @@
 package fakediscord
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +19,10 @@ import (
 
 // maxContent is Discord's message length limit, in characters.
 const maxContent = 2000
+
+// MaxUploadSize is the largest file the fake takes, like Discord for a bot
+// in a guild without boosts (10 MiB); larger ones get 413, code 40005.
+const MaxUploadSize = 10 << 20
 
 func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/api/v9")
@@ -109,18 +117,18 @@ func (s *Server) endpointLocked(r *http.Request, path string, body []byte) (int,
 	case r.Method == "GET" && path == "/oauth2/applications/@me":
 		return 200, map[string]any{"id": s.App.String(), "name": BotUsername}
 	case len(parts) >= 2 && parts[0] == "channels":
-		return s.channelEndpointLocked(r.Method, parts[1:], r.URL.Query(), body)
+		return s.channelEndpointLocked(r.Method, parts[1:], r.URL.Query(), r.Header.Get("Content-Type"), body)
 	case r.Method == "PUT" && len(parts) == 3 && parts[0] == "applications" && parts[2] == "commands":
 		return s.putCommandsLocked(body)
 	case r.Method == "POST" && len(parts) == 4 && parts[0] == "interactions" && parts[3] == "callback":
 		return s.callbackLocked(parts[1], parts[2], body)
 	case len(parts) >= 3 && parts[0] == "webhooks":
-		return s.webhookLocked(r.Method, parts[2], parts[3:], body)
+		return s.webhookLocked(r.Method, parts[2], parts[3:], r.Header.Get("Content-Type"), body)
 	}
 	return http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0}
 }
 
-func (s *Server) channelEndpointLocked(method string, parts []string, q map[string][]string, body []byte) (int, any) {
+func (s *Server) channelEndpointLocked(method string, parts []string, q map[string][]string, ctype string, body []byte) (int, any) {
 	id, err := discord.ParseSnowflake(parts[0])
 	c, ok := s.channels[discord.ChannelID(id)]
 	if err != nil || !ok {
@@ -133,7 +141,7 @@ func (s *Server) channelEndpointLocked(method string, parts []string, q map[stri
 	case method == "POST" && len(rest) == 1 && rest[0] == "typing":
 		return http.StatusNoContent, nil
 	case method == "POST" && len(rest) == 1 && rest[0] == "messages":
-		return s.createMessageLocked(c, body)
+		return s.createMessageLocked(c, ctype, body)
 	case method == "GET" && len(rest) == 1 && rest[0] == "messages":
 		return 200, history(c, q)
 	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages":
@@ -153,17 +161,80 @@ type sentMessage struct {
 	MessageReference *struct {
 		MessageID discord.MessageID `json:"message_id"`
 	} `json:"message_reference"`
+	Attachments []struct {
+		ID       json.RawMessage `json:"id"`
+		Filename string          `json:"filename"`
+	} `json:"attachments"`
+}
+
+// readMessage decodes a message the bot sends: a JSON body, or, like
+// Discord, multipart/form-data with the JSON in payload_json and files in
+// files[n] (or the older file, fileN). It answers Discord's error for a
+// malformed body, a file over MaxUploadSize, or a message with neither
+// content nor files, or content over maxContent.
+func readMessage(ctype string, body []byte) (sentMessage, []File, *apiError, int) {
+	malformed := &apiError{Message: "400: Bad Request", Code: 50109}
+	var in sentMessage
+	var files []File
+	mt, params, _ := mime.ParseMediaType(ctype)
+	if mt == "multipart/form-data" {
+		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+		payload := false
+		for {
+			p, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return in, nil, malformed, http.StatusBadRequest
+			}
+			data, _ := io.ReadAll(p)
+			name := p.FormName()
+			switch {
+			case name == "payload_json":
+				if json.Unmarshal(data, &in) != nil {
+					return in, nil, malformed, http.StatusBadRequest
+				}
+				payload = true
+			case fileField.MatchString(name):
+				if len(data) > MaxUploadSize {
+					return in, nil, &apiError{Message: "Request entity too large", Code: 40005}, http.StatusRequestEntityTooLarge
+				}
+				files = append(files, File{Field: name, Name: p.FileName(), ContentType: p.Header.Get("Content-Type"), Data: data})
+			}
+		}
+		if !payload {
+			return in, nil, malformed, http.StatusBadRequest
+		}
+	} else if err := json.Unmarshal(body, &in); err != nil {
+		return in, nil, malformed, http.StatusBadRequest
+	}
+	n := utf8.RuneCountInString(in.Content)
+	if (n == 0 && len(files) == 0) || n > maxContent {
+		return in, nil, &apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}, http.StatusBadRequest
+	}
+	return in, files, nil, 0
+}
+
+var fileField = regexp.MustCompile(`^(files\[[0-9]+\]|file[0-9]*)$`)
+
+// attachmentsOf describes uploaded files as Discord's attachments.
+func (s *Server) attachmentsOf(files []File) []discord.Attachment {
+	var out []discord.Attachment
+	for _, f := range files {
+		out = append(out, discord.Attachment{
+			ID: discord.AttachmentID(s.id()), Filename: f.Name, ContentType: f.ContentType, Size: uint64(len(f.Data)),
+		})
+	}
+	return out
 }
 
 // createMessageLocked posts the bot's message. Like Discord, a repeated
 // nonce with enforce_nonce returns the message created the first time.
-func (s *Server) createMessageLocked(c *channel, body []byte) (int, any) {
-	var in sentMessage
-	if err := json.Unmarshal(body, &in); err != nil {
-		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
-	}
-	if n := utf8.RuneCountInString(in.Content); n == 0 || n > maxContent {
-		return http.StatusBadRequest, apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}
+func (s *Server) createMessageLocked(c *channel, ctype string, body []byte) (int, any) {
+	in, files, aerr, status := readMessage(ctype, body)
+	if aerr != nil {
+		return status, *aerr
 	}
 	nonce := strings.Trim(string(in.Nonce), `"`)
 	if in.EnforceNonce && nonce != "" {
@@ -175,9 +246,11 @@ func (s *Server) createMessageLocked(c *channel, body []byte) (int, any) {
 		Message: discord.Message{
 			ID: discord.MessageID(s.id()), ChannelID: c.ID, GuildID: c.GuildID, Type: discord.DefaultMessage,
 			Author: s.Bot, Content: in.Content, Timestamp: discord.NewTimestamp(time.Now()),
+			Attachments: s.attachmentsOf(files),
 		},
 		Nonce:           nonce,
 		AllowedMentions: in.AllowedMentions,
+		Files:           files,
 	}
 	if in.MessageReference != nil {
 		m.Type = discord.InlinedReplyMessage
@@ -276,31 +349,33 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 
 // webhookLocked serves an interaction's webhook: PATCH messages/@original
 // edits the (deferred) response; POST sends a follow-up.
-func (s *Server) webhookLocked(method, token string, rest []string, body []byte) (int, any) {
+func (s *Server) webhookLocked(method, token string, rest []string, ctype string, body []byte) (int, any) {
 	id, ok := strings.CutPrefix(token, "itoken-")
 	if !ok || len(s.callbacks[id]) == 0 {
 		return http.StatusNotFound, apiError{Message: "Unknown Webhook", Code: 10015}
 	}
-	var in sentMessage
-	if err := json.Unmarshal(body, &in); err != nil {
-		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
-	}
-	if n := utf8.RuneCountInString(in.Content); n == 0 || n > maxContent {
-		return http.StatusBadRequest, apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}
+	in, files, aerr, status := readMessage(ctype, body)
+	if aerr != nil {
+		return status, *aerr
 	}
 	switch {
 	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages" && rest[1] == "@original":
 		for i := range s.answers {
 			if a := &s.answers[i]; a.Interaction == id && a.Original {
 				a.Content, a.AllowedMentions, a.Edited = in.Content, in.AllowedMentions, true
+				if len(files) > 0 {
+					a.Files, a.Attachments = files, s.attachmentsOf(files)
+				}
 				return 200, a.Message
 			}
 		}
 		return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
 	case method == "POST" && len(rest) == 0:
 		m := Message{
-			Message:         discord.Message{ID: discord.MessageID(s.id()), Author: s.Bot, Content: in.Content},
-			AllowedMentions: in.AllowedMentions, Interaction: id,
+			Message: discord.Message{
+				ID: discord.MessageID(s.id()), Author: s.Bot, Content: in.Content, Attachments: s.attachmentsOf(files),
+			},
+			AllowedMentions: in.AllowedMentions, Interaction: id, Files: files,
 		}
 		s.answers = append(s.answers, m)
 		return 200, m.Message

@@ -1,8 +1,8 @@
 // Package fakediscord is an in-process Discord for tests: the Gateway
 // WebSocket (HELLO, IDENTIFY, READY, dispatches, heartbeats, RESUME with
 // replay, invalid sessions) and the REST v9 endpoints the gateway uses
-// (messages with nonces, typing, reactions, slash commands, interaction
-// callbacks and webhooks, history). The real arikawa client connects to it.
+// (messages with nonces and file uploads, typing, reactions, slash
+// commands, interaction callbacks and webhooks, history). The real arikawa client connects to it.
 //
 // Tests drive it like users would (Post, Interact), break it like Discord
 // does (Fail with 429/5xx, Disconnect, Offline), and inspect what the bot
@@ -67,6 +67,17 @@ type Message struct {
 	Original  bool
 	Ephemeral bool
 	Edited    bool
+	// Files are the files uploaded with the message, in order.
+	Files []File
+}
+
+// File is a file the bot uploaded (multipart/form-data files[n]).
+type File struct {
+	// Field is the form field it came in, e.g. "files[0]".
+	Field       string
+	Name        string
+	ContentType string
+	Data        []byte
 }
 
 // Channel describes a channel to create.
@@ -332,6 +343,13 @@ func (s *Server) Fail(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults removes every fault: Discord works again.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
 }
 
 // Requests returns the REST calls made so far.

@@ -63,6 +63,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.GatewayURL = cfg.DiscordGatewayURL
 	dopts.Access = discord.NewAccess(cfg.AllowedUserIDs, cfg.AllowedChannelIDs, cfg.AllowedGuildIDs)
 	dopts.StatePath = filepath.Join(cfg.ConfigDir, discord.StateFile)
+	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {
 		return err
@@ -249,6 +250,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	cancelRuns()
 	<-queueDone
 	core.Runtime.Close()
+	// Replies handed over but not yet taken by Discord get what is left of
+	// the shutdown's time; Close drops the rest, each logged.
+	if err := bot.Flush(drainCtx); err != nil {
+		log.Warn().Err(err).Int("replies", bot.Pending()).Msg("replies still waiting for Discord are dropped")
+	}
 	if err := bot.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Debug().Err(err).Msg("closing the Discord connection")
 	}
