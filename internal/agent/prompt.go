@@ -1,10 +1,17 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
+
+	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/persona"
 )
@@ -49,7 +56,7 @@ func (c *promptCache) acquire(files persona.Files) (*prompt, func(), error) {
 		if old := c.current; old != nil {
 			old.stale = true
 			if old.users == 0 {
-				os.Remove(old.path)
+				removePromptFile(old.path)
 			}
 		}
 		p = &prompt{files: files, text: text, hashes: files.Hashes(), path: path}
@@ -61,7 +68,7 @@ func (c *promptCache) acquire(files persona.Files) (*prompt, func(), error) {
 		defer c.mu.Unlock()
 		p.users--
 		if p.stale && p.users == 0 {
-			os.Remove(p.path)
+			removePromptFile(p.path)
 		}
 	})
 	return p, release, nil
@@ -74,15 +81,29 @@ func (c *promptCache) close() {
 	if c.current != nil {
 		c.current.stale = true
 		if c.current.users == 0 {
-			os.Remove(c.current.path)
+			removePromptFile(c.current.path)
 		}
 		c.current = nil
 	}
 }
 
-// writePromptFile writes the system prompt to a private (0600) temp file.
+// promptFilePrefix begins the name of every system prompt file; the pid of
+// the gateway that wrote it follows: gateway-prompt-<pid>-<random>.md.
+const promptFilePrefix = "gateway-prompt-"
+
+var (
+	// ownPromptsMu guards ownPrompts: the prompt files (cleaned paths) this
+	// process has written and not yet removed, whichever Runtime wrote them.
+	ownPromptsMu sync.Mutex
+	ownPrompts   = map[string]struct{}{}
+)
+
+// writePromptFile writes the system prompt to a private (0600) temp file
+// named after this process.
 func writePromptFile(dir, system string) (string, error) {
-	f, err := os.CreateTemp(dir, "gateway-prompt-*.md")
+	ownPromptsMu.Lock()
+	defer ownPromptsMu.Unlock()
+	f, err := os.CreateTemp(dir, promptFilePrefix+strconv.Itoa(os.Getpid())+"-*.md")
 	if err != nil {
 		return "", fmt.Errorf("create system prompt file: %w", err)
 	}
@@ -96,5 +117,82 @@ func writePromptFile(dir, system string) (string, error) {
 		os.Remove(name)
 		return "", fmt.Errorf("write system prompt file: %w", err)
 	}
+	ownPrompts[filepath.Clean(name)] = struct{}{}
 	return name, nil
+}
+
+// removePromptFile removes a prompt file this process wrote.
+func removePromptFile(path string) {
+	ownPromptsMu.Lock()
+	defer ownPromptsMu.Unlock()
+	os.Remove(path)
+	delete(ownPrompts, filepath.Clean(path))
+}
+
+// RemoveStalePromptFiles removes the system prompt files that a gateway which
+// no longer runs (it crashed or was killed) left in dir ("" is os.TempDir()).
+// A file names the pid of the gateway that wrote it: files of a live process
+// stay, so gateways sharing dir leave each other's alone. Files named with
+// this process's own pid that it did not write itself are stale too (a
+// gateway restarted in a container often gets the same pid). Call it at
+// startup; it is safe to call at any time. Failures are logged, not returned:
+// a stale file costs only disk space.
+func RemoveStalePromptFiles(dir string, log zerolog.Logger) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, promptFilePrefix+"*.md"))
+	if err != nil {
+		log.Warn().Err(err).Str("dir", dir).Msg("look for stale system prompt files")
+		return
+	}
+	self := os.Getpid()
+	ownPromptsMu.Lock()
+	defer ownPromptsMu.Unlock()
+	removed := 0
+	for _, path := range matches {
+		pid, ok := promptFileOwner(filepath.Base(path))
+		if !ok {
+			continue // not named by a gateway that records its pid
+		}
+		if pid == self {
+			if _, mine := ownPrompts[filepath.Clean(path)]; mine {
+				continue
+			}
+		} else if processAlive(pid) {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn().Err(err).Str("file", path).Msg("remove stale system prompt file")
+			continue
+		}
+		removed++
+	}
+	if removed > 0 {
+		log.Info().Int("files", removed).Str("dir", dir).Msg("removed system prompt files left by a gateway that no longer runs")
+	}
+}
+
+// promptFileOwner parses the pid out of a name written by writePromptFile.
+func promptFileOwner(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, promptFilePrefix)
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(digits)
+	if err != nil || pid <= 0 || strconv.Itoa(pid) != digits {
+		return 0, false
+	}
+	return pid, true
+}
+
+// processAlive reports whether a process with this pid exists (it may
+// belong to another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

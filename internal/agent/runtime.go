@@ -353,7 +353,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 			bind(ev.SessionID, binding.SessionCostUSD) // R6.1: bind as soon as the CLI names the session
 		case backends.EventToolResult:
 			if err := mem.Observe(); err != nil {
-				log.Error().Err(err).Msg("protect memory.md")
+				memoryProblem(log, err)
 			}
 		}
 		if observer != nil {
@@ -361,7 +361,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 		}
 	})
 	if merr := mem.End(); merr != nil {
-		log.Error().Err(merr).Msg("protect memory.md")
+		memoryProblem(log, merr)
 	}
 	if err == nil {
 		if res.SessionCostUSD > 0 {
@@ -376,6 +376,17 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 		bind(res.SessionID, res.SessionCostUSD)
 	}
 	return res, err
+}
+
+// memoryProblem logs a failure of the memory guard: a memory.md too large
+// to merge is the operator's to trim, anything else is an error.
+func memoryProblem(log zerolog.Logger, err error) {
+	if errors.Is(err, persona.ErrMemoryTooLarge) {
+		log.Warn().Err(err).Int("limit_bytes", persona.MaxFileSize).
+			Msg("memory.md is too large to protect from concurrent runs; it is left as it is: trim it")
+		return
+	}
+	log.Error().Err(err).Msg("protect memory.md")
 }
 
 // sessionKey picks the binding an event continues: a message continues its

@@ -84,6 +84,9 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 			return nil, err
 		}
 	}
+	// System prompt files a crashed gateway left behind hold the whole
+	// persona; nobody else needs them.
+	agent.RemoveStalePromptFiles("", log)
 	rt := agent.New(agent.Options{
 		ConfigDir:      cfg.ConfigDir,
 		Timeout:        cfg.QueryTimeout,

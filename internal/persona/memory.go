@@ -40,6 +40,12 @@ import (
 // after every tool result, and the preamble asks the agent to edit rather
 // than rewrite, to keep both rare.
 //
+// The guard merges a memory.md of up to MaxFileSize bytes (256 KiB), the
+// same bound the prompt applies. It never reads more than that: a larger file
+// is left exactly as it is (not merged, never truncated or rewritten, so
+// nothing in it is lost), and each run that meets it is told once with
+// ErrMemoryTooLarge. Merging resumes when the file is back under the limit.
+//
 // Use one MemoryGuard per memory.md path. It is safe for concurrent use.
 type MemoryGuard struct {
 	path string
@@ -51,6 +57,10 @@ type MemoryGuard struct {
 	cache fileCache
 }
 
+// ErrMemoryTooLarge is returned, once per run, when memory.md is larger than
+// MaxFileSize: the guard did not merge it and left it as it is.
+var ErrMemoryTooLarge = errors.New("memory.md is too large to merge")
+
 // NewMemoryGuard returns a guard for the memory file at path.
 func NewMemoryGuard(path string) *MemoryGuard {
 	return &MemoryGuard{path: path, active: map[*MemoryRun]struct{}{}}
@@ -61,6 +71,8 @@ func NewMemoryGuard(path string) *MemoryGuard {
 type MemoryRun struct {
 	g    *MemoryGuard
 	base string // the file when the run began; written under g.mu, then fixed
+	// told is set once the run has returned ErrMemoryTooLarge; guarded by g.mu.
+	told bool
 }
 
 // Begin starts a run: it merges what other active runs may have left
@@ -76,19 +88,35 @@ func (g *MemoryGuard) Begin() *MemoryRun {
 }
 
 // Observe merges after one of the run's tools reported a result (the agent
-// may just have written memory.md).
+// may just have written memory.md). A file over MaxFileSize is left alone;
+// the first Observe or End of the run that meets one returns
+// ErrMemoryTooLarge, later ones return nil.
 func (r *MemoryRun) Observe() error {
 	r.g.mu.Lock()
 	defer r.g.mu.Unlock()
-	return r.g.syncLocked(r)
+	return r.tellOnce(r.g.syncLocked(r))
 }
 
-// End merges once more and ends the run. Calling it again only merges.
+// End merges once more and ends the run, reporting a too large file like
+// Observe does. Calling it again only merges.
 func (r *MemoryRun) End() error {
 	r.g.mu.Lock()
 	defer r.g.mu.Unlock()
 	defer delete(r.g.active, r)
-	return r.g.syncLocked(r)
+	return r.tellOnce(r.g.syncLocked(r))
+}
+
+// tellOnce lets ErrMemoryTooLarge through the first time only. g.mu must be
+// held.
+func (r *MemoryRun) tellOnce(err error) error {
+	if !errors.Is(err, ErrMemoryTooLarge) {
+		return err
+	}
+	if r.told {
+		return nil
+	}
+	r.told = true
+	return err
 }
 
 // maxMergeRetries bounds how often a merge starts over because the file
@@ -119,8 +147,14 @@ func (g *MemoryGuard) syncLocked(r *MemoryRun) error {
 			return nil
 		}
 		// An agent may have written while we merged: look once more right
-		// before replacing the file, so its write is merged, not lost.
-		if again, _, err := g.read(); err == nil && again != cur && attempt < maxMergeRetries {
+		// before replacing the file, so its write is merged, not lost. A
+		// file that cannot be read whole now (it may have grown past the
+		// limit) is not replaced.
+		again, _, err := g.read()
+		if err != nil {
+			return err
+		}
+		if again != cur && attempt < maxMergeRetries {
 			continue
 		}
 		if err := atomicfile.Write(g.path, []byte(merged), perm); err != nil {
@@ -145,7 +179,9 @@ func (g *MemoryGuard) readCached() (string, os.FileMode, error) {
 	return content, perm, err
 }
 
-// read returns the file's content and mode; a missing file is empty.
+// read returns the file's content and mode; a missing file is empty. It
+// reads at most MaxFileSize+1 bytes and fails with ErrMemoryTooLarge when the
+// file is larger than MaxFileSize.
 func (g *MemoryGuard) read() (string, os.FileMode, error) {
 	f, err := os.Open(g.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -162,11 +198,24 @@ func (g *MemoryGuard) read() (string, os.FileMode, error) {
 	if !fi.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("read memory.md: not a regular file (%s)", fi.Mode().Type())
 	}
-	data, err := io.ReadAll(f)
+	if fi.Size() > MaxFileSize {
+		return "", 0, tooLarge(fi.Size())
+	}
+	// The file may grow between Stat and the read: never read past the limit.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return "", 0, fmt.Errorf("read memory.md: %w", err)
 	}
+	if len(data) > MaxFileSize {
+		return "", 0, tooLarge(int64(len(data)))
+	}
 	return string(data), fi.Mode().Perm(), nil
+}
+
+// tooLarge is the error for a memory.md of at least size bytes.
+func tooLarge(size int64) error {
+	return fmt.Errorf("%w: at least %d bytes, the limit is %d (%d KiB); left as it is, not merged",
+		ErrMemoryTooLarge, size, MaxFileSize, MaxFileSize>>10)
 }
 
 func allEqual(bases []string, s string) bool {

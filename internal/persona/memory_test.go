@@ -1,10 +1,12 @@
 package persona
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -379,5 +381,73 @@ func TestMemoryGuardMissingAndUnreadable(t *testing.T) {
 	}
 	if err := g.Begin().Observe(); err == nil {
 		t.Error("Observe of a directory succeeded")
+	}
+}
+
+// A memory.md larger than the merge limit is left exactly as it is, even
+// when a merge would have changed it, and the run is told once.
+func TestMemoryGuardLeavesLargeFileAlone(t *testing.T) {
+	f := newGuardFile(t, "# Memory\n- old\n")
+	a, b := f.g.Begin(), f.g.Begin()
+	f.write("# Memory\n- old\n- fact A\n")
+	must(t, a.Observe())
+	// B rewrites from its stale view, and the file is now over the limit:
+	// a merge would put fact A back, which means rewriting the whole file.
+	big := "# Memory\n- old\n" + strings.Repeat("- filler line of text\n", MaxFileSize/22+1)
+	if len(big) <= MaxFileSize {
+		t.Fatalf("test file has %d bytes, want more than %d", len(big), MaxFileSize)
+	}
+	f.write(big)
+	err := b.Observe()
+	if !errors.Is(err, ErrMemoryTooLarge) {
+		t.Errorf("Observe of a too large file = %v, want ErrMemoryTooLarge", err)
+	}
+	// Reported once per run.
+	must(t, b.Observe())
+	must(t, b.End())
+	if err := a.End(); !errors.Is(err, ErrMemoryTooLarge) {
+		t.Errorf("End of the other run = %v, want ErrMemoryTooLarge", err)
+	}
+	if got := f.read(); got != big {
+		t.Errorf("the guard changed a file over the limit: %d bytes, want %d untouched", len(got), len(big))
+	}
+
+	// Back under the limit, merging resumes.
+	c, d := f.g.Begin(), f.g.Begin()
+	f.write("# Memory\n- fact C\n")
+	must(t, c.Observe())
+	f.write("# Memory\n- fact D\n")
+	must(t, d.End())
+	must(t, c.End())
+	if diff := cmp.Diff("# Memory\n- fact C\n- fact D\n", f.read()); diff != "" {
+		t.Errorf("memory.md (-want +got):\n%s", diff)
+	}
+}
+
+// The guard reads at most MaxFileSize+1 bytes of memory.md, whatever its
+// size: a 64 MiB file (sparse, so the test costs no disk) must not cost
+// anywhere near 64 MiB of allocations.
+func TestMemoryGuardReadIsBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), MemoryFile)
+	const size = 64 << 20
+	fh, err := os.Create(path)
+	must(t, err)
+	must(t, fh.Truncate(size))
+	must(t, fh.Close())
+	g := NewMemoryGuard(path)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := g.Begin()
+	_ = r.Observe()
+	_ = r.End()
+	runtime.ReadMemStats(&after)
+
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(8*MaxFileSize); got > limit {
+		t.Errorf("a run over a %d MiB memory.md allocated %d KiB, want at most %d KiB", size>>20, got>>10, limit>>10)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
+		t.Errorf("memory.md after the run: %v, %v; want it untouched at %d bytes", fi, err, size)
 	}
 }

@@ -8,6 +8,12 @@
 // ParseBoot are pure functions. Load and Bootstrap touch only CONFIG_DIR and
 // may be called concurrently; a MemoryGuard is safe for concurrent use.
 //
+// No file is read past MaxFileSize (256 KiB): a larger persona file reaches
+// the prompt cut off with a note, and a larger memory.md is not merged by the
+// MemoryGuard (it is left untouched and the run is told, see
+// ErrMemoryTooLarge), so a runaway file costs the gateway no more memory than
+// that.
+//
 // Decision: agents.md is included whole, its "## Cron Jobs", "## Hooks" and
 // "## Webhooks" sections too (they tell the agent what scheduled work exists);
 // a later change may strip them from the prompt.
@@ -40,7 +46,9 @@ const (
 )
 
 // MaxFileSize is the most Load reads of one persona file. The rest is cut
-// off with a note, so a runaway memory.md cannot blow up the prompt.
+// off with a note, so a runaway memory.md cannot blow up the prompt. It is
+// also the largest memory.md a MemoryGuard reads and merges; a larger one is
+// left alone.
 const MaxFileSize = 256 << 10
 
 // MemoryHeader is the content memory.md is created with (R15.5).

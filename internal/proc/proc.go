@@ -5,9 +5,12 @@
 // Start ends, the whole group gets SIGTERM, and the leader gets SIGKILL if it
 // is still alive after the grace period. Once the leader has exited, the group
 // gets SIGKILL anyway, so grandchildren left behind (a shell's background job,
-// a tool a CLI started) die with it. One goroutine per process owns Wait, so
+// a tool a CLI started) die with it. Descendants that left the group (setsid)
+// are found by a variable Start puts in the environment, which they inherit,
+// and get SIGKILL too (see sweep). One goroutine per process owns Wait, so
 // there are no zombies, and a signal death is reported as 128+signal like a
-// shell does.
+// shell does. With BecomeSubreaper, orphans come to the gateway instead of
+// init, and proc reaps them.
 //
 // Stdin is fed from an io.Reader (prompt text belongs there, not on argv),
 // stdout is handed to the caller as an io.Reader, and the last few KiB of
@@ -53,8 +56,10 @@ type Spec struct {
 	Args []string
 	// Dir is the working directory; empty means the caller's.
 	Dir string
-	// Env is the complete environment. Nil means an empty environment, not
-	// the caller's: pass os.Environ() explicitly to inherit.
+	// Env is the complete environment, to which Start adds one variable
+	// marking the process and its descendants (GATEWAY_PROC_<id>=1). Nil
+	// means an empty environment but for that, not the caller's: pass
+	// os.Environ() explicitly to inherit.
 	Env []string
 	// Stdin, if not nil, is copied to the process's standard input, which is
 	// then closed. Nil means /dev/null. The reader must not be used by the
@@ -88,6 +93,7 @@ func (e Exit) String() string {
 // Process is a started child process.
 type Process struct {
 	cmd    *exec.Cmd
+	mark   string // the environment entry marking the process's descendants
 	ctx    context.Context
 	grace  time.Duration
 	stdout *pipeReader
@@ -129,10 +135,8 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		return nil, fmt.Errorf("start %s: %w", s.Path, cmd.Err)
 	}
 	cmd.Dir = s.Dir
-	cmd.Env = s.Env
-	if cmd.Env == nil {
-		cmd.Env = []string{}
-	}
+	mark := newMark()
+	cmd.Env = append(s.Env[:len(s.Env):len(s.Env)], mark)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	// Our own pipes, not exec's copying goroutines: Wait then returns as soon
@@ -172,6 +176,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 
 	p := &Process{
 		cmd:        cmd,
+		mark:       mark,
 		ctx:        ctx,
 		grace:      grace,
 		stdout:     &pipeReader{f: outR},
@@ -193,7 +198,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	// After the grace, exec SIGKILLs the leader; wait then kills the group.
 	cmd.WaitDelay = grace
 
-	if err := cmd.Start(); err != nil {
+	if err := startLeader(cmd); err != nil {
 		closeAll(parentEnds)
 		closeAll(childEnds)
 		return nil, fmt.Errorf("start %s: %w", s.Path, err)
@@ -223,8 +228,8 @@ func (p *Process) Stdout() io.Reader { return p.stdout }
 // Spec.TailBytes). It is complete once Wait has returned.
 func (p *Process) StderrTail() string { return p.tail.String() }
 
-// Done is closed when the process has exited, its group has been killed and
-// stderr has been collected.
+// Done is closed when the process has exited, its group and the processes
+// carrying its mark have been killed, and stderr has been collected.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the process to exit and returns how it ended. The error is
@@ -241,13 +246,15 @@ func (p *Process) Wait() (Exit, error) {
 func (p *Process) wait() {
 	werr := p.cmd.Wait()
 	pid := p.cmd.Process.Pid
-	// The leader is gone: kill whatever it left behind in its group.
-	_ = signalGroup(pid, syscall.SIGKILL)
-
-	// Processes that escaped the group may still hold the pipes; give them
-	// the grace period, then stop blocking on them. The deadlines only make
-	// reads fail once nothing is left to read (see pipeReader).
+	leaderReaped(pid)
+	// The leader is gone: kill whatever it left behind, in its group or
+	// carrying its mark.
 	deadline := time.Now().Add(p.grace)
+	sweep(pid, p.mark, deadline)
+
+	// Processes that escaped both may still hold the pipes; give them the
+	// grace period, then stop blocking on them. The deadlines only make
+	// reads fail once nothing is left to read (see pipeReader).
 	_ = p.stdout.f.SetReadDeadline(deadline)
 	_ = p.stderr.f.SetReadDeadline(deadline)
 	if p.stdinW != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -182,11 +183,13 @@ func TestStdinStdoutEnvDir(t *testing.T) {
 	if lines[1] != "bar baz" {
 		t.Errorf("FOO = %q, want %q", lines[1], "bar baz")
 	}
-	// sh adds PWD (and maybe SHLVL, _); nothing from the test's own env.
+	// sh adds PWD (and maybe SHLVL, _), proc its mark; nothing from the
+	// test's own env.
 	for _, kv := range strings.Fields(lines[2]) {
 		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case "FOO", "bar", "baz", "PATH", "PWD", "SHLVL", "_", "OLDPWD":
+		switch {
+		case kv == p.mark:
+		case slices.Contains([]string{"FOO", "bar", "baz", "PATH", "PWD", "SHLVL", "_", "OLDPWD"}, name):
 		default:
 			t.Errorf("unexpected variable in child env: %q", kv)
 		}
@@ -206,8 +209,8 @@ func TestNilEnvIsEmpty(t *testing.T) {
 	if _, err := waitExit(t, p, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 0 {
-		t.Errorf("child with nil Env saw %q, want an empty environment", out)
+	if got, want := string(out), p.mark+"\n"; got != want {
+		t.Errorf("child with nil Env saw %q, want only the mark %q", got, want)
 	}
 }
 
@@ -326,11 +329,12 @@ func TestGrandchildKilledWhenLeaderExits(t *testing.T) {
 func TestEscapedHolderDoesNotBlockForever(t *testing.T) {
 	t.Parallel()
 	const grace = 200 * time.Millisecond
-	// setsid leaves the group, so the group kill cannot reach it; it keeps
-	// stdout and stderr open. The readers must give up after the grace,
-	// and still deliver everything written before.
+	// setsid leaves the group, so the group kill cannot reach it, and env -i
+	// drops the mark, so the sweep cannot find it; it keeps stdout and
+	// stderr open. The readers must give up after the grace, and still
+	// deliver everything written before.
 	gate, release := io.Pipe()
-	p := startSh(t, t.Context(), `setsid sh -c 'echo $$; exec sleep 300' & read x; echo tail >&2; exit 7`, func(s *Spec) {
+	p := startSh(t, t.Context(), `env -i /usr/bin/setsid /bin/sh -c 'echo $$; exec /bin/sleep 300' & read x; echo tail >&2; exit 7`, func(s *Spec) {
 		s.Grace = grace
 		s.Stdin = gate
 	})
