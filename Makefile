@@ -22,15 +22,21 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: build test fuzz conformance clis bench footprint soak lint clean
+.PHONY: help build test lint fuzz conformance clis bench footprint soak clean
+.DEFAULT_GOAL := build
 
-build: ## build bin/gateway
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-test: ## unit, property and end-to-end tests (no network, no token)
-	$(GO) vet ./...
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+build: ## build bin/gateway: static (CGO_ENABLED=0), stripped, with the version
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
+
+test: lint ## lint, then unit, property and end-to-end tests (no network, no token)
 	$(GO) test -race -count=1 ./...
+
+lint: ## go vet and the gofmt check
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files -co --exclude-standard '*.go'); echo "gofmt needed"; exit 1; }
 
 fuzz: ## run every fuzz target briefly (FUZZTIME=30s by default)
 	@for pkg in $$($(GO) list ./...); do \
@@ -65,5 +71,5 @@ footprint: ## the quick footprint lines (binary, modules, start, idle RSS), as C
 soak: ## steady fake traffic for SOAK (default 5m); RSS and goroutines should stay flat
 	$(GO) run ./cmd/bench -soak $${SOAK:-5m}
 
-clean:
+clean: ## remove bin/
 	rm -rf bin

@@ -182,7 +182,10 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 	}
 
 	ev := log.Info()
-	if out.Err != nil {
+	switch {
+	case out.Err != nil && errors.Is(context.Cause(ctx), queue.ErrStopped):
+		ev = ev.Str("error_kind", string(backends.KindOf(out.Err))) // asked for: not a problem
+	case out.Err != nil:
 		ev = log.Warn().Str("error_kind", string(backends.KindOf(out.Err))).AnErr("error", out.Err)
 	}
 	ev.Str("session", out.Result.SessionID).

@@ -3,9 +3,11 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
+	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/queue"
 )
@@ -35,7 +38,14 @@ func newChatCmd(io streams) *cobra.Command {
 		Long: `chat runs the same queue, persona, runtime and backend as the gateway,
 with the terminal as the channel: one prompt per line on stdin (or -m TEXT),
 replies on stdout. The session lasts for the whole chat; --session NAME keeps
-it in sessions.json so a later chat with the same name continues it.`,
+it in sessions.json so a later chat with the same name continues it.
+
+Ctrl-C during a turn stops it and returns to the prompt; Ctrl-C or Ctrl-D at
+the prompt quits. chat takes CONFIG_DIR's lock, like run: stop a gateway
+running on the same CONFIG_DIR first, or chat with another CONFIG_DIR.
+Logs go to stderr at warn level and above unless LOG_LEVEL or --verbose asks
+for more. Without a terminal (-m, or prompts piped in) chat exits 1 when a
+turn failed; -m exits 130 when Ctrl-C stops it.`,
 		Example: `  gateway chat
   gateway chat -m "What is in memory.md?"
   echo "Summarise README.md" | gateway chat --session docs`,
@@ -51,104 +61,253 @@ it in sessions.json so a later chat with the same name continues it.`,
 	return cmd
 }
 
-// chatReplier prints replies and tells the chat loop when an event is done.
+// chatLane is the queue lane (and channel) of the terminal.
+const chatLane = "terminal"
+
+// chatReplier prints replies and shows what the agent is doing.
 type chatReplier struct {
-	out  io.Writer
-	tool io.Writer // tool activity, on stderr
+	out    io.Writer
+	status *statusLine
+	// tools, if set, gets a line per tool call (stderr that is not a
+	// terminal, where the status line is off).
+	tools io.Writer
 }
 
 func (c *chatReplier) Reply(_ context.Context, _ queue.Event, text string) error {
+	c.status.Stop()
 	_, err := fmt.Fprintln(c.out, strings.TrimRight(text, "\n"))
 	return err
 }
 
 // Observe shows which tool the agent is using, so a long turn is not silent.
 func (c *chatReplier) Observe(_ queue.Event, ev backends.Event) {
-	if ev.Kind == backends.EventToolUse && ev.Tool != nil {
-		fmt.Fprintf(c.tool, "· %s\n", ev.Tool.Name)
+	switch {
+	case ev.Kind == backends.EventToolUse && ev.Tool != nil:
+		c.status.Tool(ev.Tool.Name)
+		if c.tools != nil {
+			fmt.Fprintf(c.tools, "· %s\n", ev.Tool.Name)
+		}
+	case ev.Kind == backends.EventToolResult:
+		c.status.Tool("")
 	}
 }
+
+// turnError is a turn that ended in an error: the user has seen the error
+// text as the reply; without a terminal chat exits non-zero with it.
+type turnError struct{ kind backends.ErrorKind }
+
+func (e *turnError) Error() string { return fmt.Sprintf("the agent's turn failed (%s)", e.kind) }
 
 func runChat(ctx context.Context, opts chatOptions) error {
 	cfg, err := loadConfig(opts.envFile, forChat)
 	if err != nil {
 		return err
 	}
-	level := "warn"
-	if opts.verbose {
-		level = "info"
+	errOut := opts.io.errOut
+	status := newStatusLine(errOut, opts.io.isTTY(errOut))
+	log := newLogger(cfg, status, chatLevel(cfg, opts.verbose))
+	for _, w := range startWarnings(cfg, false) {
+		log.Warn().Msg(w)
 	}
-	log := newLogger(cfg, opts.io.errOut, level)
-	if opts.backend == nil {
-		for _, w := range cfg.Warnings() {
-			log.Warn().Msg(w)
-		}
+	if opts.backend == nil && cfg.RootRefusesBypass() {
+		fmt.Fprintln(errOut, "gateway: "+config.RootBypassAdvice)
 	}
+	lock, err := lockConfigDir(cfg.ConfigDir, "gateway chat")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	becomeSubreaper(log)
 
-	done := make(chan uint64, 1)
+	replier := &chatReplier{out: opts.io.out, status: status}
+	if !status.enabled {
+		replier.tools = errOut
+	}
+	done := make(chan agent.Outcome, 1)
 	core, err := gateway.NewCore(cfg, gateway.CoreOptions{
 		Backend: opts.backend,
-		Replier: &chatReplier{out: opts.io.out, tool: opts.io.errOut},
-		OnDone:  func(e queue.Event, _ agent.Outcome) { done <- e.ID },
+		Replier: replier,
+		OnDone:  func(_ queue.Event, out agent.Outcome) { done <- out },
 	}, log)
 	if err != nil {
 		return err
 	}
+	// Deferred first, so it runs last: the queue has stopped by then.
+	defer core.Runtime.Close()
 	// The queue outlives an interrupt long enough to stop the agent cleanly.
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	running := make(chan struct{})
 	go func() { core.Run(runCtx); close(running) }()
 	defer func() { stop(); <-running }()
+	defer status.Stop()
 
 	key := "chat:" + opts.session
 	if opts.session == "" {
 		key = fmt.Sprintf("chat:%d", time.Now().UnixNano())
 		defer core.Sessions.Delete(key) // an unnamed chat keeps nothing
 	}
+	interactive := opts.message == "" && opts.io.isTTY(opts.io.in)
+	if interactive || opts.verbose {
+		fmt.Fprintln(errOut, chatBanner(ctx, cfg, core, opts, key))
+	}
 
-	ask := func(text string) error {
-		rec, err := core.Queue.Enqueue(queue.Event{
-			Kind: queue.KindMessage, Source: "chat", ChannelID: "terminal", SessionKey: key, Text: text,
-		})
-		if err != nil {
-			return fmt.Errorf("queue prompt: %w", err)
-		}
+	c := &chat{opts: opts, core: core, status: status, done: done, key: key}
+	if opts.message != "" {
+		return c.ask(ctx, opts.message)
+	}
+	return c.loop(ctx, interactive)
+}
+
+// chat is one terminal conversation.
+type chat struct {
+	opts   chatOptions
+	core   *gateway.Core
+	status *statusLine
+	done   <-chan agent.Outcome
+	key    string
+}
+
+// ask runs one prompt and waits for its answer. An interrupt stops the
+// turn (errInterrupted once it has stopped); a second one returns at once.
+func (c *chat) ask(ctx context.Context, text string) error {
+	_, err := c.core.Queue.Enqueue(queue.Event{
+		Kind: queue.KindMessage, Source: "chat", ChannelID: chatLane, SessionKey: c.key, Text: text,
+	})
+	if err != nil {
+		return fmt.Errorf("queue prompt: %w", err)
+	}
+	c.status.Start()
+	defer c.status.Stop()
+	var stopped error
+	ctxDone := ctx.Done()
+	for {
 		select {
-		case id := <-done:
-			if id != rec.Event.ID {
-				return fmt.Errorf("chat: finished event %d while waiting for %d", id, rec.Event.ID)
+		case out := <-c.done:
+			switch {
+			case stopped != nil:
+				return stopped
+			case out.Err != nil:
+				return &turnError{kind: backends.KindOf(out.Err)}
 			}
 			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("interrupted: %w", ctx.Err())
+		case <-c.opts.io.interrupts:
+			if stopped != nil {
+				return stopped // a second Ctrl-C: do not wait for the CLI
+			}
+			c.status.Stop()
+			fmt.Fprintln(c.opts.io.errOut, "stopping the turn…")
+			stopped = errInterrupted
+			if !c.stop() {
+				return stopped
+			}
+		case <-ctxDone:
+			ctxDone = nil // SIGTERM: stop the turn, then leave
+			stopped = fmt.Errorf("stopped: %w", context.Cause(ctx))
+			if !c.stop() {
+				return stopped
+			}
 		}
 	}
-	if opts.message != "" {
-		return ask(opts.message)
-	}
+}
 
-	interactive := isTerminal(opts.io.in)
-	sc := bufio.NewScanner(opts.io.in)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+// stop stops the terminal's turn and reports whether it was running (its
+// outcome is still to come); a prompt that had not started is dropped.
+func (c *chat) stop() (running bool) {
+	running, _ = c.core.Queue.Stop(chatLane)
+	return running
+}
+
+// loop reads prompts, one per line, until end of input (Ctrl-D) or an
+// interrupt at the prompt. It returns the last turn's error when input is
+// not a terminal, so a script sees a failure.
+func (c *chat) loop(ctx context.Context, interactive bool) error {
+	errOut := c.opts.io.errOut
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		sc := bufio.NewScanner(c.opts.io.in)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-quit:
+				return
+			}
+		}
+		readErr <- sc.Err()
+		close(lines)
+	}()
+
+	var failed error
 	for {
 		if interactive {
-			fmt.Fprint(opts.io.errOut, "> ")
+			fmt.Fprint(errOut, "> ")
 		}
-		if !sc.Scan() {
-			break
+		var line string
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				if interactive {
+					fmt.Fprintln(errOut) // Ctrl-D: end the prompt's line
+				}
+				if err := <-readErr; err != nil {
+					return fmt.Errorf("read prompts: %w", err)
+				}
+				return failed
+			}
+			line = strings.TrimSpace(l)
+		case <-c.opts.io.interrupts:
+			fmt.Fprintln(errOut) // Ctrl-C at the prompt quits at once
+			return nil
+		case <-ctx.Done():
+			return nil
 		}
-		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
 		}
-		if err := ask(line); err != nil {
+		err := c.ask(ctx, line)
+		var te *turnError
+		switch {
+		case errors.Is(err, errInterrupted):
+			// Stopped by Ctrl-C: back to the prompt.
+		case errors.As(err, &te):
+			if !interactive {
+				failed = err
+			}
+		case err != nil:
 			return err
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read prompts: %w", err)
+}
+
+// chatBanner is the line chat starts with: backend, CLI version,
+// CONFIG_DIR and session.
+func chatBanner(ctx context.Context, cfg *config.Config, core *gateway.Core, opts chatOptions, key string) string {
+	cli := core.Backend.Name()
+	if opts.backend == nil {
+		bin := cfg.Backend
+		if cfg.AgentBinary != "" {
+			bin = cfg.AgentBinary
+		}
+		if path, err := exec.LookPath(bin); err != nil {
+			cli += " (CLI not found)"
+		} else if v, err := probeVersion(ctx, path); err == nil {
+			cli += " " + v
+		}
 	}
-	return nil
+	session := "new, kept until chat exits"
+	if opts.session != "" {
+		session = opts.session + ", new"
+		if _, ok, _ := core.Sessions.Current(key); ok {
+			session = opts.session + ", resumed"
+		}
+	}
+	return fmt.Sprintf("gateway chat · %s · CONFIG_DIR %s · session %s\nCtrl-C stops a turn; Ctrl-C or Ctrl-D at the prompt quits.", cli, cfg.ConfigDir, session)
 }
 
 func isTerminal(v any) bool {

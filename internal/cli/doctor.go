@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,8 +44,9 @@ CONFIG_DIR holds, what heartbeat.md and agents.md schedule (and every problem
 in them, with its line), whether the selected agent CLI is installed, which
 version it is and whether the conformance suite covers that version, whether
 its credentials are set, whether the Discord token looks like one, and
-security warnings. It exits non-zero when something must be fixed before
-'gateway run' can work.
+security warnings. It ends with what each command needs ("chat: ready",
+"run: needs DISCORD_BOT_TOKEN") and exits non-zero when something is broken.
+A Discord token that is not set yet is not broken: chat works without it.
 
 --live runs one short agent turn (it costs a little); --online asks Discord
 whose token it is.`,
@@ -68,21 +70,74 @@ type check struct {
 	Detail string `json:"detail"`
 	// Warning marks a finding that does not stop the gateway.
 	Warning bool `json:"warning,omitempty"`
+
+	// need, when set, is what a command lacks because of this finding
+	// (a variable, a CLI); runOnly limits that to `gateway run`.
+	need    string
+	runOnly bool
+}
+
+// readiness says whether a command can start, and if not what it needs.
+type readiness struct {
+	Command string   `json:"command"`
+	Ready   bool     `json:"ready"`
+	Needs   []string `json:"needs,omitempty"`
+}
+
+// commandReadiness sums the checks up per command: chat needs valid
+// settings, the agent CLI and its credentials; run needs the same and the
+// Discord token.
+func commandReadiness(checks []check) []readiness {
+	chat := readiness{Command: "chat"}
+	run := readiness{Command: "run"}
+	add := func(r *readiness, need string) {
+		if !slices.Contains(r.Needs, need) {
+			r.Needs = append(r.Needs, need)
+		}
+	}
+	for _, c := range checks {
+		if c.need == "" {
+			continue
+		}
+		if !c.runOnly {
+			add(&chat, c.need)
+		}
+		add(&run, c.need)
+	}
+	chat.Ready, run.Ready = len(chat.Needs) == 0, len(run.Needs) == 0
+	return []readiness{chat, run}
+}
+
+func (r readiness) String() string {
+	if r.Ready {
+		return r.Command + ": ready"
+	}
+	return r.Command + ": needs " + strings.Join(r.Needs, ", ")
 }
 
 var errDoctorProblems = errors.New("doctor found problems")
 
 func runDoctor(ctx context.Context, opts doctorOptions) error {
 	var checks []check
-	cfg, err := loadConfig(opts.envFile, forRun)
+	// Load as chat does: every bad value and the backend's credentials.
+	// The Discord token is `run`'s alone and is checked below.
+	cfg, err := loadConfig(opts.envFile, forChat)
 	if err != nil {
 		var verr *config.ValidationError
 		if errors.As(err, &verr) {
 			for _, p := range verr.Problems {
-				checks = append(checks, check{Name: "config", Detail: p.Error()})
+				c := check{Name: "config", Detail: p.Error(), need: "valid settings"}
+				var v *config.VarError
+				if errors.As(p, &v) {
+					c.need = "a valid " + v.Var
+					if strings.HasPrefix(v.Msg, "missing ") {
+						c.need = v.Var
+					}
+				}
+				checks = append(checks, c)
 			}
 		} else {
-			checks = append(checks, check{Name: "config", Detail: err.Error()})
+			checks = append(checks, check{Name: "config", Detail: err.Error(), need: "a readable .env"})
 		}
 		// Keep going with what did parse, so the rest is still checked.
 		cfg, _ = loadConfig(opts.envFile, forDoctor)
@@ -90,6 +145,9 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		checks = append(checks, check{Name: "config", OK: true, Detail: "all settings valid"})
 	}
 	if cfg != nil {
+		for _, u := range cfg.UnknownSettings() {
+			checks = append(checks, check{Name: "config", Warning: true, Detail: u.String()})
+		}
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
@@ -100,11 +158,17 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		for _, name := range names {
 			checks = append(checks, backendChecks(ctx, cfg, name, name == cfg.Backend)...)
 		}
+		if cfg.RootRefusesBypass() {
+			checks = append(checks, check{Name: "agent-cli", Detail: config.RootBypassAdvice,
+				need: "IS_SANDBOX=1 or PERMISSION_MODE=acceptEdits (root)"})
+		}
 		if opts.live {
 			checks = append(checks, liveCheck(ctx, cfg))
 		}
 		for _, w := range cfg.Warnings() {
-			checks = append(checks, check{Name: "security", Detail: w, Warning: true})
+			if w != config.RootBypassAdvice {
+				checks = append(checks, check{Name: "security", Detail: w, Warning: true})
+			}
 		}
 	}
 
@@ -112,10 +176,11 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 	for _, c := range checks {
 		failed = failed || (!c.OK && !c.Warning)
 	}
+	ready := commandReadiness(checks)
 	if opts.json {
 		enc := json.NewEncoder(opts.io.out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"ok": !failed, "checks": checks}); err != nil {
+		if err := enc.Encode(map[string]any{"ok": !failed, "checks": checks, "commands": ready}); err != nil {
 			return err
 		}
 	} else {
@@ -128,6 +193,10 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 				mark = "FAIL"
 			}
 			fmt.Fprintf(opts.io.out, "[%s] %-10s %s\n", mark, c.Name, c.Detail)
+		}
+		fmt.Fprintln(opts.io.out)
+		for _, r := range ready {
+			fmt.Fprintln(opts.io.out, r)
 		}
 	}
 	if failed {
@@ -176,18 +245,22 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 	if selected && cfg.AgentBinary != "" {
 		bin = cfg.AgentBinary
 	}
+	// need marks what the selected backend's failure keeps chat and run from.
+	need := func(c check, what string) check {
+		if selected && !c.OK && !c.Warning {
+			c.need = what
+		}
+		return c
+	}
 	var out []check
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		return append(out, soft(check{Name: label, Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}))
+		return append(out, need(soft(check{Name: label, Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}), "the "+name+" CLI"))
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	raw, err := exec.CommandContext(ctx, path, "--version").Output()
+	version, err := probeVersion(ctx, path)
 	if err != nil {
-		return append(out, soft(check{Name: label, Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}))
+		return append(out, need(soft(check{Name: label, Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}), "a working "+name+" CLI"))
 	}
-	version := strings.TrimSpace(string(raw))
 	out = append(out, check{Name: label, OK: true, Detail: fmt.Sprintf("%s %s (%s)", name, version, path)})
 	if tested, ok := backends.Tested[name]; ok {
 		if v := semver.FindString(version); v != tested {
@@ -206,9 +279,26 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 		}
 		out = append(out, check{Name: "credentials", OK: true, Detail: name + ": " + detail})
 	} else {
-		out = append(out, soft(check{Name: "credentials", Detail: fmt.Sprintf("%s needs %s (or AGENT_USE_CLI_LOGIN=true if the CLI is logged in)", name, strings.Join(config.Credentials(name), " or "))}))
+		creds := config.Credentials(name)
+		out = append(out, need(soft(check{Name: "credentials", Detail: fmt.Sprintf("%s needs %s (or AGENT_USE_CLI_LOGIN=true if the CLI is logged in)", name, strings.Join(creds, " or "))}), creds[0]))
 	}
 	return out
+}
+
+// probeVersion runs `cli --version` with the environment every agent CLI
+// gets (backends.FilterEnv: the base allowlist, never DISCORD_* or
+// WEBHOOK_*). A version probe needs no credentials, so none are added.
+func probeVersion(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = backends.FilterEnv(os.Environ(), nil, nil)
+	cmd.WaitDelay = time.Second
+	raw, err := cmd.Output()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(raw)), nil
 }
 
 // semver finds a CLI's version number in its --version output.
@@ -218,11 +308,12 @@ var semver = regexp.MustCompile(`\d+\.\d+\.\d+`)
 // is.
 func discordChecks(ctx context.Context, cfg *config.Config, online bool) []check {
 	if cfg.DiscordToken == "" {
-		return nil // reported with the config problems
+		return []check{{Name: "discord", Warning: true, need: config.EnvDiscordToken, runOnly: true,
+			Detail: "DISCORD_BOT_TOKEN is not set: `gateway run` needs it, `gateway chat` does not (see Discord setup in the README)"}}
 	}
 	id, err := discord.TokenShape(cfg.DiscordToken)
 	if err != nil {
-		return []check{{Name: "discord", Detail: "DISCORD_BOT_TOKEN " + err.Error()}}
+		return []check{{Name: "discord", Detail: "DISCORD_BOT_TOKEN " + err.Error(), need: "a valid " + config.EnvDiscordToken, runOnly: true}}
 	}
 	out := []check{{Name: "discord", OK: true, Detail: fmt.Sprintf("DISCORD_BOT_TOKEN looks like a bot token (bot user id %d)", id)}}
 	if online {
@@ -261,7 +352,7 @@ func liveCheck(ctx context.Context, cfg *config.Config) check {
 		MaxTurns:       1,
 	}, nil)
 	if err != nil {
-		return check{Name: "live", Detail: fmt.Sprintf("one turn through %s failed: %v", cfg.Backend, err)}
+		return check{Name: "live", Detail: fmt.Sprintf("one turn through %s failed: %v", cfg.Backend, err), need: "a working agent turn (see live)"}
 	}
 	reply := strings.TrimSpace(res.Text)
 	if len(reply) > 60 {

@@ -10,18 +10,34 @@ import (
 )
 
 // newLogger builds the process logger on w (stderr): console output for a
-// person, JSON for a log collector. minLevel, if set, is used when the
-// config asks for a lower level (chat keeps the terminal quiet).
-func newLogger(cfg *config.Config, w io.Writer, minLevel string) zerolog.Logger {
+// person, JSON for a log collector.
+func newLogger(cfg *config.Config, w io.Writer, level zerolog.Level) zerolog.Logger {
 	if cfg.LogFormat != "json" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)}
 	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// configLevel is LOG_LEVEL (info when unset).
+func configLevel(cfg *config.Config) zerolog.Level {
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil || cfg.LogLevel == "" {
-		level = zerolog.InfoLevel
+		return zerolog.InfoLevel
 	}
-	if min, err := zerolog.ParseLevel(minLevel); err == nil && minLevel != "" && min > level {
-		level = min
+	return level
+}
+
+// chatLevel is chat's log level. The conversation is on the same terminal,
+// so chat logs warnings and errors only, unless LOG_LEVEL is set (it is
+// honoured as given) or --verbose asks for info (or LOG_LEVEL if lower).
+func chatLevel(cfg *config.Config, verbose bool) zerolog.Level {
+	level := configLevel(cfg)
+	explicit := cfg.IsSet(config.EnvLogLevel)
+	switch {
+	case verbose:
+		return min(level, zerolog.InfoLevel)
+	case explicit:
+		return level
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return zerolog.WarnLevel
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -19,16 +20,35 @@ const (
 	exitOK     = 0
 	exitError  = 1
 	exitConfig = 2
+	// exitInterrupted is the shell's code for a process stopped by SIGINT
+	// (128+2): `chat -m` interrupted before its answer.
+	exitInterrupted = 130
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
-var Version = "dev"
+// Empty means: ask the build info (buildVersion).
+var Version = ""
 
-// streams are where commands read and write; tests replace them.
+// streams are where commands read and write, and the terminal's interrupts;
+// tests replace them.
 type streams struct {
 	in     io.Reader
 	out    io.Writer
 	errOut io.Writer
+	// interrupts delivers SIGINT (Ctrl-C). Main sets it; nil never fires.
+	// `chat` handles each interrupt itself (stop the turn, or quit at the
+	// prompt); the other commands end their context at the first one.
+	interrupts <-chan os.Signal
+	// tty reports whether one of the streams is a terminal; nil means
+	// isTerminal. Tests pretend to be a terminal with it.
+	tty func(any) bool
+}
+
+func (s streams) isTTY(v any) bool {
+	if s.tty != nil {
+		return s.tty(v)
+	}
+	return isTerminal(v)
 }
 
 // configError marks an error in the operator's configuration: it exits with
@@ -38,11 +58,20 @@ type configError struct{ err error }
 func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
-// Main runs the command line and returns the process exit code.
+// errInterrupted ends a command stopped by Ctrl-C: it exits with
+// exitInterrupted.
+var errInterrupted = errors.New("interrupted")
+
+// Main runs the command line and returns the process exit code. SIGTERM
+// ends the commands' context; SIGINT goes to streams.interrupts, so that
+// `chat` can stop a turn without quitting.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	return run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, errOut: os.Stderr})
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	return run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, interrupts: interrupts})
 }
 
 func run(ctx context.Context, args []string, io streams) int {
@@ -54,10 +83,27 @@ func run(ctx context.Context, args []string, io streams) int {
 	}
 	fmt.Fprintln(io.errOut, "gateway:", err)
 	var cfgErr *configError
-	if errors.As(err, &cfgErr) {
+	switch {
+	case errors.As(err, &cfgErr):
 		return exitConfig
+	case errors.Is(err, errInterrupted):
+		return exitInterrupted
 	}
 	return exitError
+}
+
+// untilInterrupt returns ctx, ended by the first interrupt as well: the
+// behaviour of SIGINT for every command but chat.
+func untilInterrupt(ctx context.Context, interrupts <-chan os.Signal) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-interrupts:
+			cancel(errInterrupted)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 func newRootCmd(io streams) *cobra.Command {
@@ -68,9 +114,11 @@ func newRootCmd(io streams) *cobra.Command {
 (Claude Code by default; codex, gemini, opencode and pi as alternatives).
 Messages, heartbeats, cron jobs, hooks and webhooks become events in one
 queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("gateway {{.Version}}\n")
 	root.SetIn(io.in)
 	root.SetOut(io.out)
 	root.SetErr(io.errOut)
@@ -90,8 +138,50 @@ func newVersionCmd(io streams) *cobra.Command {
 		Short: "Print the gateway's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := fmt.Fprintln(io.out, "gateway", Version)
+			_, err := fmt.Fprintln(io.out, "gateway", version())
 			return err
 		},
 	}
+}
+
+// version is the version set at build time, or else the one the Go
+// toolchain recorded (go install, go build in a checkout).
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	info, _ := debug.ReadBuildInfo()
+	return buildVersion(info)
+}
+
+// buildVersion reads a version from build info: the main module's version
+// (go install module@v1.2.3), else the VCS revision with "-dirty" for
+// uncommitted changes (go build in a checkout), else "dev".
+func buildVersion(info *debug.BuildInfo) string {
+	if info == nil {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	var dirty bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }

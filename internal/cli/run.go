@@ -2,10 +2,16 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"os"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/dirlock"
 	"github.com/agentgateway/gateway/internal/gateway"
+	"github.com/agentgateway/gateway/internal/proc"
 )
 
 type runOptions struct {
@@ -21,7 +27,9 @@ func newRunCmd(io streams) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
-			return runRun(cmd.Context(), opts)
+			ctx, stop := untilInterrupt(cmd.Context(), io.interrupts)
+			defer stop()
+			return runRun(ctx, opts)
 		},
 	}
 }
@@ -31,9 +39,54 @@ func runRun(ctx context.Context, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, opts.io.errOut, "")
-	for _, w := range cfg.Warnings() {
+	log := newLogger(cfg, opts.io.errOut, configLevel(cfg))
+	for _, w := range startWarnings(cfg, true) {
 		log.Warn().Msg(w)
 	}
+	if cfg.RootRefusesBypass() {
+		fmt.Fprintln(opts.io.errOut, "gateway: "+config.RootBypassAdvice)
+	}
+	lock, err := lockConfigDir(cfg.ConfigDir, "gateway run")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	becomeSubreaper(log)
 	return gateway.Run(ctx, cfg, gateway.Options{}, log)
+}
+
+// becomeSubreaper makes the gateway the parent of what its agent CLIs
+// leave orphaned, so proc can kill and reap it when a turn ends. Without it
+// proc still kills what it finds; only the reaping is left to init.
+func becomeSubreaper(log zerolog.Logger) {
+	if err := proc.BecomeSubreaper(); err != nil {
+		log.Warn().Err(err).Msg("orphans of agent CLIs are left to init to reap")
+	}
+}
+
+// startWarnings are what run and chat log at start: the configuration's
+// warnings (the root refusal aside, which is printed on its own, and the
+// open Discord access unless discord) and the .env names that are not
+// settings.
+func startWarnings(cfg *config.Config, discord bool) []string {
+	var w []string
+	for _, s := range cfg.Warnings() {
+		if s != config.RootBypassAdvice && (discord || s != config.OpenAccessWarning) {
+			w = append(w, s)
+		}
+	}
+	for _, u := range cfg.UnknownSettings() {
+		w = append(w, u.String())
+	}
+	return w
+}
+
+// lockConfigDir creates CONFIG_DIR if needed and takes its lock: one
+// gateway (run or chat) per CONFIG_DIR, since both write sessions.json,
+// memory.md and the other state files.
+func lockConfigDir(dir, command string) (*dirlock.Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create CONFIG_DIR: %w", err)
+	}
+	return dirlock.Acquire(dir, command)
 }

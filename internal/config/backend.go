@@ -44,13 +44,10 @@ func (c *Config) Warnings() []string {
 	bypass := c.PermissionMode == "bypassPermissions"
 	if bypass && len(c.AllowedUserIDs)+len(c.AllowedChannelIDs)+len(c.AllowedGuildIDs) == 0 {
 		// DESIGN decision 9.
-		w = append(w, "PERMISSION_MODE=bypassPermissions and no "+EnvAllowedUserIDs+", "+
-			EnvAllowedChannelIDs+" or "+EnvAllowedGuildIDs+": anyone who can message the bot "+
-			"can make the agent run any command on this machine; set an allowlist")
+		w = append(w, OpenAccessWarning)
 	}
-	if bypass && c.Backend == BackendClaude && c.euid == 0 && c.ProviderEnv[EnvIsSandbox] == "" {
-		w = append(w, "claude refuses PERMISSION_MODE=bypassPermissions when run as root: "+
-			"set IS_SANDBOX=1 if this is a sandbox or container, or use PERMISSION_MODE=acceptEdits")
+	if c.RootRefusesBypass() {
+		w = append(w, RootBypassAdvice)
 	}
 	switch c.PermissionMode {
 	case "plan":
@@ -63,3 +60,25 @@ func (c *Config) Warnings() []string {
 	}
 	return w
 }
+
+// RootBypassAdvice explains why claude will refuse every turn as root with
+// bypassPermissions, and how to fix it.
+const RootBypassAdvice = "claude refuses PERMISSION_MODE=bypassPermissions when run as root " +
+	"(it exits with \"--dangerously-skip-permissions cannot be used with root/sudo privileges\"), so every turn would fail: " +
+	"set IS_SANDBOX=1 (exactly 1) if this is a sandbox or container, or set PERMISSION_MODE=acceptEdits, or run as another user"
+
+// RootRefusesBypass reports whether the claude CLI will refuse to run:
+// claude 2.1.330 exits at once when started as root (uid 0) with
+// --permission-mode bypassPermissions, unless IS_SANDBOX is exactly "1"
+// (it ignores "true" or "yes").
+func (c *Config) RootRefusesBypass() bool {
+	return c.PermissionMode == "bypassPermissions" && c.Backend == BackendClaude &&
+		c.euid == 0 && strings.TrimSpace(c.ProviderEnv[EnvIsSandbox]) != "1"
+}
+
+// OpenAccessWarning is the warning for bypassPermissions without any
+// allowlist (DESIGN decision 9). It concerns Discord only: `chat` has no
+// other users.
+const OpenAccessWarning = "PERMISSION_MODE=bypassPermissions and no " + EnvAllowedUserIDs + ", " +
+	EnvAllowedChannelIDs + " or " + EnvAllowedGuildIDs + ": anyone who can message the bot " +
+	"can make the agent run any command on this machine; set an allowlist"

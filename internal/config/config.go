@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,6 +91,10 @@ type Config struct {
 	ProviderEnv map[string]string
 
 	euid int // effective user id at Load, for Warnings
+	// unknown are the .env names that look like settings but are not.
+	unknown []Unknown
+	// given are the settings set (non-empty) in the environment or .env.
+	given map[string]bool
 	// lookup reads any variable from the environment or .env (Lookup).
 	lookup func(name string) (string, bool)
 }
@@ -133,15 +138,26 @@ func Load(opts LoadOptions) (*Config, error) {
 	if err := readEnvFile(v, opts.EnvFile); err != nil {
 		return nil, err
 	}
+	// Before the environment is layered on, viper's keys are the defaults
+	// (all known) and the .env file's names.
+	var fileNames []string
+	for _, k := range v.AllKeys() {
+		if validEnvName(k) {
+			fileNames = append(fileNames, k)
+		}
+	}
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
 	}
+	given := givenIn(v, environ)
 	setEnviron(v, environ)
 
 	p := &parser{v: v, bad: make(map[string]bool)}
 	cfg := p.parse()
 	cfg.euid = os.Geteuid()
+	cfg.unknown = UnknownNames(fileNames)
+	cfg.given = given
 	cfg.lookup = lookupIn(environ, v)
 	problems := append(required(cfg, opts.Require, p.bad), p.problems...)
 	if len(problems) > 0 {
@@ -149,6 +165,37 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	return cfg, nil
 }
+
+// IsSet reports whether the setting name was given a value in the
+// environment or the .env file, rather than left to its default.
+func (c *Config) IsSet(name string) bool { return c.given[name] }
+
+// givenIn returns the settings with a non-empty value in environ or in
+// the .env file read into v (before the environment is layered on).
+func givenIn(v *viper.Viper, environ []string) map[string]bool {
+	m := make(map[string]bool)
+	for _, k := range keys {
+		if v.InConfig(k) && strings.TrimSpace(v.GetString(k)) != "" {
+			m[k] = true
+		}
+	}
+	seen := make(map[string]bool)
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if strings.TrimSpace(val) != "" && slices.Contains(keys, name) {
+			m[name] = true
+		}
+	}
+	return m
+}
+
+// UnknownSettings returns the names in the .env file that look like
+// gateway settings but are not one, each with the closest real name.
+func (c *Config) UnknownSettings() []Unknown { return slices.Clone(c.unknown) }
 
 // Lookup returns a variable the operator names in a configuration file,
 // such as a webhook's Secret-Env, from the environment or else the .env

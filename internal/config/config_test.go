@@ -610,6 +610,8 @@ func TestWarnings(t *testing.T) {
 		{"defaults as a user", nil, 1000, []string{allowlist}},
 		{"defaults as root", nil, 0, []string{allowlist, root}},
 		{"root in a sandbox", map[string]string{EnvIsSandbox: "1"}, 0, []string{allowlist}},
+		// claude 2.1.330 accepts only IS_SANDBOX=1 and refuses as root with "true".
+		{"root with IS_SANDBOX=true", map[string]string{EnvIsSandbox: "true"}, 0, []string{allowlist, root}},
 		{"root with codex", map[string]string{EnvBackend: "codex"}, 0, []string{allowlist}},
 		{"user allowlist", map[string]string{EnvAllowedUserIDs: "1"}, 1000, nil},
 		{"channel allowlist", map[string]string{EnvAllowedChannelIDs: "1"}, 1000, nil},
