@@ -443,7 +443,7 @@ func TestBuildVersion(t *testing.T) {
 func TestVersionFlag(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, out, _ := runCode(t, "", args...)
-		if code != exitOK || out != "gateway "+version()+"\n" || version() == "" {
+		if code != exitOK || out != "gateway version "+version()+"\n" || version() == "" {
 			t.Errorf("%v: exit %d, output %q", args, code, out)
 		}
 	}
