@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +77,15 @@ func startBot(t *testing.T, opts Options) *testBot {
 	tb.user = fd.User("alice")
 	opts.Token, opts.APIBaseURL, opts.GatewayURL = fd.Token, fd.APIBaseURL(), fd.GatewayURL()
 	opts.FastReconnect = true
-	log := zerolog.New(io.MultiWriter(tb.logs, zerolog.NewTestWriter(t)))
+	// Not zerolog.NewTestWriter: the bot's background goroutines (command
+	// registration, notices) may log after the test has ended, and t.Log
+	// then races with the test's end. The log is shown when a test fails.
+	log := zerolog.New(tb.logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("bot log:\n%s", tb.logs.String())
+		}
+	})
 	b, err := New(opts, log)
 	if err != nil {
 		t.Fatal(err)
