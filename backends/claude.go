@@ -65,8 +65,10 @@ func (c *Claude) Name() string { return "claude" }
 //	  [--max-turns N] [--resume ID] [--model M]
 //
 // with the prompt on stdin, cwd req.WorkDir and a filtered environment. A
-// ctx deadline kills the process group and returns KindTimeout; another
-// cancellation returns KindCanceled.
+// ctx deadline kills the process group and returns KindTimeout, or the
+// model API failure claude was still retrying (KindUnreachable, a status
+// kind); another cancellation returns KindCanceled. A refused key or an
+// unreachable model API (see ClaudeParser.Fatal) stops claude at once.
 func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
 	if emit == nil {
 		emit = func(Event) {}
@@ -92,7 +94,12 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		promptFile = f
 	}
 
-	p, err := proc.Start(ctx, proc.Spec{
+	// runCtx also ends when the stream shows the turn cannot succeed (a
+	// refused key, an unreachable model API): claude itself would retry
+	// for minutes.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	p, err := proc.Start(runCtx, proc.Spec{
 		Path:  bin,
 		Args:  claudeArgs(req, promptFile),
 		Dir:   req.WorkDir,
@@ -112,7 +119,14 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	log = log.With().Int("pid", p.Pid()).Logger()
 
 	var parser ClaudeParser
-	out := readStream(p, claudeLineStart, claudeLineMax, parser.Parse, emit, log)
+	parse := func(line []byte) ([]Event, error) {
+		events, err := parser.Parse(line)
+		if parser.Fatal() != nil {
+			stop()
+		}
+		return events, err
+	}
+	out := readStream(p, claudeLineStart, claudeLineMax, parse, emit, log)
 	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
 	if garbage.n > 0 {
 		log.Warn().Int("skipped", garbage.n).Msg("claude printed lines that are not JSON events")
@@ -122,6 +136,13 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	}
 
 	res, resErr := parser.Result()
+	if fatal := parser.Fatal(); fatal != nil && errors.Is(resErr, errNoResult) && ctx.Err() == nil {
+		log.Debug().Str("kind", string(fatal.Kind)).Msg("stopped claude: its retries could not succeed")
+		withTail := *fatal
+		withTail.Stderr = stderr
+		withTail.ModelOutput = out.ModelOutput || parser.Answered()
+		return res, &withTail
+	}
 	if !errors.Is(resErr, errNoResult) {
 		// The stream said how the turn ended; that outranks exit codes, a
 		// late kill and anything after the result line.
@@ -136,6 +157,14 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	}
 
 	if ctxErr := contextError(ctx, waitErr); ctxErr != nil {
+		if retrying := parser.Retrying(); retrying != nil && ctxErr.Kind == KindTimeout {
+			// Time ran out while claude was still retrying the model API:
+			// say what failed, not that the task was too long.
+			retrying.Message = "claude did not finish in time: " + retrying.Message
+			retrying.Err = ctxErr.Err
+			ctxErr = retrying
+		}
+		ctxErr.ModelOutput = out.ModelOutput || parser.Answered()
 		ctxErr.Stderr = stderr
 		return res, ctxErr
 	}

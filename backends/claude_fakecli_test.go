@@ -41,6 +41,7 @@ type fakeRecord struct {
 // Fake modes.
 const (
 	fakeStream         = "stream"           // print FAKE_CLAUDE_STREAM, FAKE_CLAUDE_STDERR; exit FAKE_CLAUDE_EXIT
+	fakeStreamHang     = "stream_hang"      // print FAKE_CLAUDE_STREAM, then never finish (claude still retrying)
 	fakeHang           = "hang"             // print an init line, then never finish
 	fakeHangIgnoreTerm = "hang_ignore_term" // same, ignoring SIGTERM
 	fakeGrandchild     = "grandchild"       // start `sleep 300`, print init, hang
@@ -97,6 +98,15 @@ func runFakeClaude(mode string) int {
 		io.WriteString(os.Stderr, os.Getenv("FAKE_CLAUDE_STDERR"))
 		code, _ := strconv.Atoi(os.Getenv("FAKE_CLAUDE_EXIT"))
 		return code
+	case fakeStreamHang:
+		b, err := os.ReadFile(os.Getenv("FAKE_CLAUDE_STREAM"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 99
+		}
+		out.Write(b)
+		time.Sleep(time.Hour) // still retrying, as far as the adapter can tell
+		return 0
 	case fakeHang, fakeHangIgnoreTerm, fakeGrandchild:
 		fmt.Fprintln(out, fakeInit)
 		time.Sleep(time.Hour) // the hang under test

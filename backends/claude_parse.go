@@ -38,7 +38,32 @@ type ClaudeParser struct {
 	result    *Result
 	err       *Error
 	events    []Event // reused by Parse
+	// retry is the model API call claude is retrying, if the model has
+	// not answered since; fatal is set once those retries cannot succeed.
+	retry claudeRetry
+	fatal *Error
+	// answered is set once the model API streamed anything, thinking
+	// included.
+	answered bool
 }
+
+// claudeRetry is what claude's system/api_retry lines said since the model
+// last answered.
+type claudeRetry struct {
+	active   bool
+	attempt  int64
+	max      int64
+	status   int    // HTTP status; 0 when no response came back
+	reason   string // claude's word for it: "authentication_failed", "unknown", ...
+	connFail int    // retries in a row that got no HTTP response
+}
+
+// claudeUnreachableAfter is how many retries in a row without any HTTP
+// response make the model API unreachable. claude's default backoff
+// (0.5 s, 1 s, 2 s, 4.5 s, ...) reaches the fifth after about 8 s, long
+// enough to ride out a blip and far short of claude's own ten attempts
+// (over two minutes).
+const claudeUnreachableAfter = 5
 
 // claudeLine is the union of the fields claude's lines carry. Fields whose
 // type might change between CLI versions are kept raw and read leniently, so
@@ -68,6 +93,12 @@ type claudeLine struct {
 	APIErrorStatus    json.RawMessage `json:"api_error_status"`
 	APIErrorType      json.RawMessage `json:"api_error_type"`
 	APIError          json.RawMessage `json:"api_error"`
+
+	// system/api_retry (and "error" on assistant API-error lines)
+	Attempt     json.RawMessage `json:"attempt"`
+	MaxRetries  json.RawMessage `json:"max_retries"`
+	ErrorStatus json.RawMessage `json:"error_status"`
+	Error       json.RawMessage `json:"error"`
 }
 
 type claudeStreamEvent struct {
@@ -133,6 +164,10 @@ func (p *ClaudeParser) Parse(line []byte) ([]Event, error) {
 
 	// system/init carries the session id; noteSession has announced it.
 	switch l.Type {
+	case "system":
+		if l.Subtype == "api_retry" {
+			p.apiRetry(&l)
+		}
 	case "stream_event":
 		p.streamEvent(l.Event, sub)
 	case "assistant":
@@ -162,6 +197,8 @@ func (p *ClaudeParser) streamEvent(ev *claudeStreamEvent, sub bool) {
 	if ev == nil {
 		return
 	}
+	p.retry = claudeRetry{} // the model API answered
+	p.answered = true
 	switch ev.Type {
 	case "message_start":
 		if ev.Message != nil {
@@ -202,6 +239,10 @@ func (p *ClaudeParser) text(s string) {
 func (p *ClaudeParser) assistant(l *claudeLine, sub bool) {
 	if l.Message == nil {
 		return
+	}
+	if !l.IsAPIErrorMessage && l.Message.Model != "<synthetic>" {
+		p.retry = claudeRetry{} // the model API answered
+		p.answered = true
 	}
 	blocks := contentBlocks(l.Message.Content)
 	// Text already streamed as deltas is not repeated. API errors show up as
@@ -275,6 +316,71 @@ func (p *ClaudeParser) parseResult(l *claudeLine) {
 	p.err = classifyClaudeResult(l, res.Text)
 	p.events = append(p.events, Event{Kind: EventResult, SessionID: res.SessionID, Result: &res, Err: p.err})
 }
+
+// apiRetry reads a system/api_retry line: claude failed to call the model
+// API and will try again after a delay. A refused key is refused again on
+// every attempt, and claude's default of ten attempts with backoff takes
+// minutes, so that ends the turn at once (Fatal); so does a model API that
+// gave no HTTP response claudeUnreachableAfter times in a row.
+func (p *ClaudeParser) apiRetry(l *claudeLine) {
+	r := claudeRetry{
+		active:   true,
+		attempt:  jsonInt(l.Attempt),
+		max:      jsonInt(l.MaxRetries),
+		status:   int(jsonInt(l.ErrorStatus)),
+		reason:   jsonString(l.Error),
+		connFail: p.retry.connFail,
+	}
+	if r.status == 0 {
+		r.connFail++
+	} else {
+		r.connFail = 0
+	}
+	p.retry = r
+	if p.fatal != nil {
+		return
+	}
+	if e := r.err(); e.Kind == KindAuth || r.connFail >= claudeUnreachableAfter {
+		p.fatal = e
+	}
+}
+
+// err describes the failure being retried: a refused key, no response at
+// all, or the kind of the HTTP status.
+func (r claudeRetry) err() *Error {
+	at := fmt.Sprintf("claude was retrying, attempt %d of %d", r.attempt, r.max)
+	switch {
+	case r.status == 401 || r.status == 403 || r.reason == "authentication_failed":
+		return &Error{Kind: KindAuth, Status: r.status,
+			Message: fmt.Sprintf("the model API refused the credentials (%s); %s", r.reason, at)}
+	case r.status == 0:
+		return &Error{Kind: KindUnreachable,
+			Message: fmt.Sprintf("could not reach the model API: %d attempts in a row got no response (%s); %s", r.connFail, r.reason, at)}
+	}
+	return &Error{Kind: kindForStatus(r.status), Status: r.status,
+		Message: fmt.Sprintf("the model API kept failing (%s); %s", r.reason, at)}
+}
+
+// Fatal returns the failure that dooms the turn before claude gives up by
+// itself (a refused key, an unreachable model API), or nil. The caller
+// should stop claude and report it.
+func (p *ClaudeParser) Fatal() *Error { return p.fatal }
+
+// Retrying returns the model API failure claude was still retrying when
+// the stream ended, or nil if the model answered since: what to report
+// instead of a bare timeout. The model API was unreachable when the latest
+// retries got no HTTP response.
+func (p *ClaudeParser) Retrying() *Error {
+	if !p.retry.active {
+		return nil
+	}
+	return p.retry.err()
+}
+
+// Answered reports whether the model API has streamed anything this run
+// (a message start, thinking, text or a tool call), as opposed to nothing
+// but retries or silence.
+func (p *ClaudeParser) Answered() bool { return p.answered }
 
 // SessionID is the session id seen so far, or "".
 func (p *ClaudeParser) SessionID() string { return p.sessionID }

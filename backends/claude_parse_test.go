@@ -78,6 +78,12 @@ func TestClaudeParseGolden(t *testing.T) {
 		sAuth    = "a26dd5e1-2f17-48ae-856f-9d8b6f542e40"
 		sServer  = "7c4ea917-ac57-4e2f-ab1a-d26be1184739"
 		sStale   = "0b1e6f7c-3d2a-4c5b-9e8f-7a6b5c4d3e2f"
+		sDenied  = "0be43ca2-0da6-493f-8ded-c9aa130342e9"
+
+		sAuthRetry          = "9b8f6137-8b53-4c58-a25f-21784aafb8fe"
+		sAuthRetryPartial   = "2d1bc736-2851-4d02-a418-b84086236fb4"
+		sUnreachable        = "ca13ef97-848d-48fb-bfcc-40393019764f"
+		sUnreachablePartial = "57909b4c-fc4d-46fe-b9f3-3980b3b69274"
 	)
 	usage := Usage{InputTokens: 100, OutputTokens: 10}
 	tests := []struct {
@@ -178,6 +184,32 @@ func TestClaudeParseGolden(t *testing.T) {
 			file:     "root_bypass.jsonl",
 			noResult: true,
 		},
+		{
+			// --permission-mode default in -p mode: Write and Bash are
+			// refused (tool_result is_error) and listed in
+			// permission_denials; the turn itself succeeds.
+			file: "default_denied.jsonl",
+			events: []string{
+				"init " + sDenied,
+				`tool_use Write toolu_fake_0001 {"file_path":"/CONFIG_DIR/notes.md","content":"hello\n"}`,
+				"tool_result Write toolu_fake_0001 error",
+				`tool_use Bash toolu_fake_0002 {"command":"touch /CONFIG_DIR/made-by-bash","description":"make a file"}`,
+				"tool_result Bash toolu_fake_0002 error",
+				`text "I could n"`, `text "ot write "`, `text "the file."`,
+				`result "I could not write the file."`,
+			},
+			result: Result{SessionID: sDenied, Text: "I could not write the file.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
+				Usage: Usage{InputTokens: 300, OutputTokens: 30}, Turns: 3, Duration: 282 * time.Millisecond,
+				PermissionDenials: []string{"Write", "Bash"}},
+		},
+		// Default retries (CLAUDE_CODE_MAX_RETRIES unset): claude retries a
+		// refused key or an unreachable API for minutes and prints no
+		// result; TestClaudeParseRetries checks what the parser makes of
+		// the system/api_retry lines.
+		{file: "auth_retry.jsonl", events: []string{"init " + sAuthRetry}, noResult: true},
+		{file: "auth_retry_partial.jsonl", events: []string{"init " + sAuthRetryPartial}, noResult: true},
+		{file: "unreachable.jsonl", events: []string{"init " + sUnreachable}, noResult: true},
+		{file: "unreachable_partial.jsonl", events: []string{"init " + sUnreachablePartial}, noResult: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -248,7 +280,8 @@ func TestClaudeParseGoldenFilesCovered(t *testing.T) {
 	covered := map[string]bool{
 		"text.jsonl": true, "resume.jsonl": true, "tool_write.jsonl": true, "max_turns.jsonl": true,
 		"root_bypass_sandbox.jsonl": true, "auth_error.jsonl": true, "server_error.jsonl": true,
-		"stale_session.jsonl": true, "root_bypass.jsonl": true,
+		"stale_session.jsonl": true, "root_bypass.jsonl": true, "default_denied.jsonl": true,
+		"auth_retry.jsonl": true, "auth_retry_partial.jsonl": true, "unreachable.jsonl": true, "unreachable_partial.jsonl": true,
 	}
 	for _, f := range files {
 		if !covered[filepath.Base(f)] {
@@ -411,6 +444,86 @@ func TestClaudeParseHandWritten(t *testing.T) {
 	}
 }
 
+// TestClaudeParseRetries reads claude's system/api_retry lines: a refused
+// key is fatal at the first retry, no HTTP response is fatal after
+// claudeUnreachableAfter in a row, and whatever is still being retried is
+// what Retrying reports; a model answer clears it.
+func TestClaudeParseRetries(t *testing.T) {
+	t.Parallel()
+	retry := func(attempt int, status string, reason string) string {
+		return fmt.Sprintf(`{"type":"system","subtype":"api_retry","attempt":%d,"max_retries":10,"retry_delay_ms":500,"error_status":%s,"error":%q,"session_id":"s1"}`, attempt, status, reason)
+	}
+	conn := func(n int) []string {
+		var lines []string
+		for i := 1; i <= n; i++ {
+			lines = append(lines, retry(i, "null", "unknown"))
+		}
+		return lines
+	}
+	recorded := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(claudeTestdata, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	const answer = `{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_1"}},"session_id":"s1","parent_tool_use_id":null}`
+	type want struct {
+		Kind   ErrorKind
+		Status int
+	}
+	tests := []struct {
+		name     string
+		lines    []string
+		fatal    *want
+		retrying *want
+		answered bool
+	}{
+		{name: "auth_retry.jsonl", lines: recorded("auth_retry.jsonl"), fatal: &want{KindAuth, 401}, retrying: &want{KindAuth, 401}},
+		{name: "auth_retry_partial.jsonl", lines: recorded("auth_retry_partial.jsonl"), fatal: &want{KindAuth, 401}, retrying: &want{KindAuth, 401}},
+		{name: "unreachable.jsonl", lines: recorded("unreachable.jsonl"), fatal: &want{KindUnreachable, 0}, retrying: &want{KindUnreachable, 0}},
+		{name: "unreachable_partial.jsonl", lines: recorded("unreachable_partial.jsonl"), fatal: &want{KindUnreachable, 0}, retrying: &want{KindUnreachable, 0}},
+		{name: "text.jsonl", lines: recorded("text.jsonl"), answered: true},
+		{name: "auth reason without status", lines: []string{retry(1, "null", "authentication_failed")}, fatal: &want{KindAuth, 0}, retrying: &want{KindAuth, 0}},
+		{name: "forbidden", lines: []string{retry(1, "403", "unknown")}, fatal: &want{KindAuth, 403}, retrying: &want{KindAuth, 403}},
+		{name: "connection blip", lines: conn(claudeUnreachableAfter - 1), retrying: &want{KindUnreachable, 0}},
+		{name: "unreachable", lines: conn(claudeUnreachableAfter), fatal: &want{KindUnreachable, 0}, retrying: &want{KindUnreachable, 0}},
+		{name: "a status breaks the run", lines: append(append(conn(3), retry(4, "500", "server_error")), conn(claudeUnreachableAfter-1)...), retrying: &want{KindUnreachable, 0}},
+		{name: "server errors", lines: []string{retry(1, "500", "server_error"), retry(2, "529", "overloaded")}, retrying: &want{KindOverloaded, 529}},
+		{name: "rate limited", lines: []string{retry(1, "429", "rate_limit")}, retrying: &want{KindRateLimit, 429}},
+		{name: "answered after retries", lines: append(conn(2), answer), answered: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var p ClaudeParser
+			for _, l := range tt.lines {
+				if _, err := p.Parse([]byte(l)); err != nil {
+					t.Fatalf("Parse(%s): %v", l, err)
+				}
+			}
+			got := func(e *Error) *want {
+				if e == nil {
+					return nil
+				}
+				if e.Message == "" {
+					t.Errorf("%s error without a message", e.Kind)
+				}
+				return &want{e.Kind, e.Status}
+			}
+			if diff := cmp.Diff(tt.fatal, got(p.Fatal())); diff != "" {
+				t.Errorf("Fatal (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.retrying, got(p.Retrying())); diff != "" {
+				t.Errorf("Retrying (-want +got):\n%s", diff)
+			}
+			if p.Answered() != tt.answered {
+				t.Errorf("Answered = %t, want %t", p.Answered(), tt.answered)
+			}
+		})
+	}
+}
+
 func TestClaudeParseNoResult(t *testing.T) {
 	t.Parallel()
 	var p ClaudeParser
@@ -454,7 +567,7 @@ func FuzzClaudeParse(f *testing.F) {
 	for _, l := range lines {
 		f.Add(l)
 	}
-	for _, name := range []string{"text.jsonl", "tool_write.jsonl", "auth_error.jsonl", "max_turns.jsonl"} {
+	for _, name := range []string{"text.jsonl", "tool_write.jsonl", "auth_error.jsonl", "max_turns.jsonl", "auth_retry.jsonl", "unreachable_partial.jsonl", "default_denied.jsonl"} {
 		b, err := os.ReadFile(filepath.Join(claudeTestdata, name))
 		if err != nil {
 			f.Fatal(err)
@@ -507,6 +620,14 @@ func FuzzClaudeParse(f *testing.F) {
 		var e *Error
 		if errors.As(err, &e) && e.Kind == "" {
 			t.Fatal("error without a kind")
+		}
+		for _, e := range []*Error{p.Fatal(), p.Retrying()} {
+			if e != nil && (e.Kind == "" || e.Message == "") {
+				t.Fatalf("retry error without a kind or message: %+v", e)
+			}
+		}
+		if f := p.Fatal(); f != nil && f.Kind != KindAuth && f.Kind != KindUnreachable {
+			t.Fatalf("fatal error of kind %s", f.Kind)
 		}
 	})
 }

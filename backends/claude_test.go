@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -467,5 +468,93 @@ func TestLineSplitter(t *testing.T) {
 	}
 	if s.skipped != 2 {
 		t.Errorf("skipped = %d, want 2", s.skipped)
+	}
+}
+
+// Retry lines in the shape claude 2.1.330 prints while it retries the model
+// API with its default settings (testdata/claude/auth_retry.jsonl,
+// unreachable.jsonl).
+const (
+	retryConnLine = `{"type":"system","subtype":"api_retry","attempt":%d,"max_retries":10,"retry_delay_ms":504,"error_status":null,"error":"unknown","session_id":"sess-1"}`
+	textDeltaLine = `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Working on it"}},"session_id":"sess-1","parent_tool_use_id":null}`
+)
+
+// With claude's default retries a refused key or an unreachable model API
+// keeps claude retrying for minutes; the adapter reads the retry lines,
+// stops claude and names the failure. When the deadline comes first, the
+// error says what claude was retrying and whether the model had answered.
+func TestClaudeRetriesEndOrNameTheTurn(t *testing.T) {
+	t.Parallel()
+	recorded := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(claudeTestdata, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	tests := []struct {
+		name     string
+		stream   string
+		deadline time.Duration // the gateway's query timeout
+		kind     ErrorKind
+		status   int
+		is       error // errors.Is(err, is) must hold
+		output   bool  // Error.ModelOutput
+	}{
+		{name: "auth refused, recorded", stream: recorded("auth_retry.jsonl"), deadline: time.Minute, kind: KindAuth, status: 401, is: ErrAuth},
+		{name: "auth refused, partial messages, recorded", stream: recorded("auth_retry_partial.jsonl"), deadline: time.Minute, kind: KindAuth, status: 401, is: ErrAuth},
+		{name: "unreachable, recorded", stream: recorded("unreachable.jsonl"), deadline: time.Minute, kind: KindUnreachable, is: ErrUnreachable},
+		{name: "unreachable, partial messages, recorded", stream: recorded("unreachable_partial.jsonl"), deadline: time.Minute, kind: KindUnreachable, is: ErrUnreachable},
+		{
+			name:     "unreachable at the deadline",
+			stream:   fakeInit + "\n" + fmt.Sprintf(retryConnLine, 1) + "\n" + fmt.Sprintf(retryConnLine, 2) + "\n",
+			deadline: 1500 * time.Millisecond,
+			kind:     KindUnreachable, is: context.DeadlineExceeded,
+		},
+		{
+			name:     "silent timeout",
+			stream:   fakeInit + "\n",
+			deadline: 1500 * time.Millisecond,
+			kind:     KindTimeout, is: ErrTimeout,
+		},
+		{
+			// Thinking streams no text, but the model is at work.
+			name:     "timeout after the model started",
+			stream:   fakeInit + "\n" + `{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_1"}},"session_id":"sess-1","parent_tool_use_id":null}` + "\n",
+			deadline: 1500 * time.Millisecond,
+			kind:     KindTimeout, is: ErrTimeout, output: true,
+		},
+		{
+			name:     "timeout after output",
+			stream:   fakeInit + "\n" + textDeltaLine + "\n",
+			deadline: 1500 * time.Millisecond,
+			kind:     KindTimeout, is: ErrTimeout, output: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bin, dir := fakeCLI(t, fakeStreamHang, map[string]string{"STREAM": streamFile(t, tt.stream)})
+			ctx, cancel := context.WithTimeout(t.Context(), tt.deadline)
+			defer cancel()
+			start := time.Now()
+			_, err := newTestClaude(t, bin).Run(ctx, Request{Prompt: "hi"}, nil)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Run error = %v, want *Error", err)
+			}
+			if e.Kind != tt.kind || e.Status != tt.status || e.ModelOutput != tt.output {
+				t.Errorf("kind, status, output = %s, %d, %t; want %s, %d, %t (%v)", e.Kind, e.Status, e.ModelOutput, tt.kind, tt.status, tt.output, err)
+			}
+			if !errors.Is(err, tt.is) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.is)
+			}
+			if tt.deadline == time.Minute && time.Since(start) > 15*time.Second {
+				t.Errorf("took %v: the turn should end as soon as the retries show it cannot succeed", time.Since(start))
+			}
+			if rec := readRecord(t, dir); !processGone(rec.Pid) {
+				t.Errorf("fake CLI %d still running", rec.Pid)
+			}
+		})
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
+
 	"github.com/agentgateway/gateway/internal/proc"
 )
 
@@ -29,16 +31,18 @@ func init() {
 var codexEnvAllow = []string{"OPENAI_*", "CODEX_*"}
 
 // Settings of the model provider the adapter defines for codex when it is
-// given OPENAI_API_KEY. codex 0.169.0 ignores OPENAI_BASE_URL and reads no
-// key from the environment for its built-in "openai" provider (which it
-// does not let config override), so the key reaches it through a provider
-// of the gateway's own whose env_key names the variable.
+// given OPENAI_API_KEY and the user's config.toml selects no provider of
+// its own. codex 0.169.0 ignores OPENAI_BASE_URL and reads no key from
+// the environment for its built-in "openai" provider (which it does not
+// let config override), so the key reaches it through a provider of the
+// gateway's own whose env_key names the variable.
 const (
 	CodexProviderID       = "gateway-openai"
 	codexProviderName     = "OpenAI (agent gateway)"
 	codexAPIKeyEnv        = "OPENAI_API_KEY"
 	codexBaseURLEnv       = "OPENAI_BASE_URL"
 	codexDefaultBaseURL   = "https://api.openai.com/v1"
+	codexBuiltinOpenAI    = "openai"
 	codexPersonaPrefix    = "gateway-persona-"
 	codexProfileExtension = ".config.toml"
 )
@@ -82,7 +86,7 @@ func (c *Codex) Name() string { return "codex" }
 // Run implements Backend. It spawns
 //
 //	codex exec --json --skip-git-repo-check -c approval_policy="never"
-//	  [-c sandbox_mode=…] [-c model_provider=gateway-openai -c model_providers.…]
+//	  [-c sandbox_mode=…] [-c model_provider=USER'S | -c model_provider=gateway-openai -c model_providers.…]
 //	  [-p gateway-persona-…] [-m MODEL] [resume THREAD] -
 //
 // with the prompt on stdin, cwd req.WorkDir and a filtered environment. A
@@ -109,6 +113,16 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	}
 
 	env := FilterEnv(c.opts.Env, codexEnvAllow, nil)
+	userProvider, err := readCodexUserProvider(codexHome(env))
+	if err != nil {
+		// codex reports a broken config.toml itself when it starts.
+		log.Warn().Err(err).Msg("cannot read the model provider from codex's config.toml")
+	}
+	if userProvider.EnvKey != "" {
+		// The key variable the user's provider names (AZURE_OPENAI_API_KEY,
+		// say) must reach codex too; the gateway's secrets still cannot.
+		env = FilterEnv(c.opts.Env, append(slices.Clip(codexEnvAllow), userProvider.EnvKey), nil)
+	}
 	persona := req.SystemPrompt
 	if persona == "" && req.SystemPromptFile != "" {
 		b, err := os.ReadFile(req.SystemPromptFile)
@@ -134,7 +148,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 
 	p, err := proc.Start(ctx, proc.Spec{
 		Path:  bin,
-		Args:  codexArgs(req, env, profile, persona),
+		Args:  codexArgs(req, env, profile, persona, userProvider.ID),
 		Dir:   req.WorkDir,
 		Env:   env,
 		Stdin: strings.NewReader(req.Prompt),
@@ -181,6 +195,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 		return res, nil
 	}
 	if ctxErr := codexContextError(ctx, waitErr); ctxErr != nil {
+		ctxErr.ModelOutput = out.ModelOutput
 		ctxErr.Stderr = stderr
 		return res, ctxErr
 	}
@@ -219,14 +234,24 @@ var codexThreadID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-
 // codex read it from stdin. env is the CLI's environment; profile names
 // the persona profile in CODEX_HOME, or is empty, in which case a
 // non-empty persona goes on argv as a last resort (no CODEX_HOME or HOME).
-func codexArgs(req Request, env []string, profile, persona string) []string {
+// userProvider is the model provider the user's config.toml selects (see
+// codexUserProvider): the gateway defines its own provider for
+// OPENAI_API_KEY only when the user selected none or codex's built-in
+// "openai", so a proxy, Azure or a local model the user configured keeps
+// serving the turns. The user's choice is repeated with -c because the
+// persona profile (-p) takes the place of the user's active profile.
+func codexArgs(req Request, env []string, profile, persona, userProvider string) []string {
 	args := []string{"exec", "--json", "--skip-git-repo-check",
 		// exec cannot ask anyone: never wait for an approval.
 		"-c", `approval_policy="never"`}
 	if sandbox := CodexSandbox(req.PermissionMode, req.AllowedTools); sandbox != "" {
 		args = append(args, "-c", "sandbox_mode="+codexTOMLString(sandbox))
 	}
-	if key := codexEnvValue(env, codexAPIKeyEnv); key != "" {
+	ownProvider := userProvider != "" && userProvider != codexBuiltinOpenAI
+	if ownProvider {
+		args = append(args, "-c", "model_provider="+codexTOMLString(userProvider))
+	}
+	if key := codexEnvValue(env, codexAPIKeyEnv); key != "" && !ownProvider {
 		base := codexEnvValue(env, codexBaseURLEnv)
 		if base == "" {
 			base = codexDefaultBaseURL
@@ -290,6 +315,101 @@ func codexHome(env []string) string {
 		return filepath.Join(h, ".codex")
 	}
 	return ""
+}
+
+// codexProvider is the model provider a user's codex config.toml selects.
+type codexProvider struct {
+	// ID is the provider's id (model_provider), "" when none is selected.
+	ID string
+	// EnvKey is the variable holding its API key (env_key of
+	// [model_providers.ID]), "" when not set there.
+	EnvKey string
+}
+
+// readCodexUserProvider returns the model provider selected by
+// home/config.toml (see codexUserProvider); the zero codexProvider when
+// there is no such file or it selects none.
+func readCodexUserProvider(home string) (codexProvider, error) {
+	if home == "" {
+		return codexProvider{}, nil
+	}
+	path := filepath.Join(home, "config.toml")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return codexProvider{}, nil
+	}
+	if err != nil {
+		return codexProvider{}, fmt.Errorf("read codex config: %w", err)
+	}
+	provider, err := codexUserProvider(b)
+	if err != nil {
+		return codexProvider{}, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return provider, nil
+}
+
+// codexUserProvider returns the model provider a codex config.toml
+// selects: model_provider of the profile named by the top-level profile
+// key ([profiles.NAME]), else the top-level model_provider; the zero
+// codexProvider when neither is set. It is pure: bytes in, the provider
+// out.
+func codexUserProvider(config []byte) (codexProvider, error) {
+	// A generic map, not a struct: go-toml v2.2.4 panics decoding a table
+	// under a key the struct types as a string ("[profile.x]").
+	var c map[string]any
+	if err := toml.Unmarshal(config, &c); err != nil {
+		return codexProvider{}, err
+	}
+	id, err := codexSelectedProvider(c)
+	if err != nil || id == "" {
+		return codexProvider{}, err
+	}
+	providers, _ := c["model_providers"].(map[string]any)
+	provider, _ := providers[id].(map[string]any)
+	envKey, err := tomlStringKey(provider, "env_key")
+	if err != nil {
+		return codexProvider{}, fmt.Errorf("model_providers.%s: %w", id, err)
+	}
+	return codexProvider{ID: id, EnvKey: envKey}, nil
+}
+
+// codexSelectedProvider is the provider id config c selects, or "".
+func codexSelectedProvider(c map[string]any) (string, error) {
+	top, err := tomlStringKey(c, "model_provider")
+	if err != nil {
+		return "", err
+	}
+	active, err := tomlStringKey(c, "profile")
+	if err != nil {
+		return "", err
+	}
+	if active == "" {
+		return top, nil
+	}
+	profiles, _ := c["profiles"].(map[string]any)
+	profile, _ := profiles[active].(map[string]any)
+	fromProfile, err := tomlStringKey(profile, "model_provider")
+	if err != nil {
+		return "", fmt.Errorf("profiles.%s: %w", active, err)
+	}
+	if fromProfile != "" {
+		return fromProfile, nil
+	}
+	return top, nil
+}
+
+// tomlStringKey is the string at key in t, "" if absent, and an error if
+// the value is not a string.
+func tomlStringKey(t map[string]any, key string) (string, error) {
+	v, ok := t[key]
+	if !ok {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%s is a %T, want a string", key, v)
+	}
+	return s, nil
 }
 
 // writeCodexProfile writes the persona as developer_instructions into a

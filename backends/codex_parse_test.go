@@ -44,18 +44,19 @@ func codexParseAll(t testing.TB, stream []byte) (events []Event, res Result, err
 func TestCodexParseGolden(t *testing.T) {
 	t.Parallel()
 	const (
-		sText    = "01a1ffc4-269c-72f3-8fe1-0de7f7b0cc1b"
-		sResume  = "01a1ffc4-279d-7233-ab81-f441afc436aa"
-		sTool    = "01a1ffc4-2b8f-7cc3-9114-e97973adacf6"
-		sPlan    = "01a1ffc4-2cd3-7810-97f2-8ca43632d020"
-		sAuth    = "01a1ffc4-2f44-75c3-a170-fae02c601c30"
-		sHang    = "01a1ffc4-303f-7e20-a510-8309e39867f5"
-		sServer  = "01a1ffc4-5b7d-70f3-a883-34c988f24e07"
-		sRate    = "01a1ffc4-5c95-7653-8459-62b29199d0cb"
-		sModel   = "01a1ffc4-5da2-72a1-81f0-eaeef1636ed1"
-		sCommand = "01a1ffc4-5ebb-7eb2-a8a1-1ab5fa471e06"
-		sStall   = "01a1ffc4-6064-7c43-ad91-e863808d7a78"
-		sKey     = "01a1ffc4-666c-78a2-aaae-16264fcede1b"
+		sText      = "01a1ffc4-269c-72f3-8fe1-0de7f7b0cc1b"
+		sResume    = "01a1ffc4-279d-7233-ab81-f441afc436aa"
+		sTool      = "01a1ffc4-2b8f-7cc3-9114-e97973adacf6"
+		sPlan      = "01a1ffc4-2cd3-7810-97f2-8ca43632d020"
+		sAuth      = "01a1ffc4-2f44-75c3-a170-fae02c601c30"
+		sAuthRetry = "01a20a35-f1b4-7502-94ff-b3da74423ec0"
+		sHang      = "01a1ffc4-303f-7e20-a510-8309e39867f5"
+		sServer    = "01a1ffc4-5b7d-70f3-a883-34c988f24e07"
+		sRate      = "01a1ffc4-5c95-7653-8459-62b29199d0cb"
+		sModel     = "01a1ffc4-5da2-72a1-81f0-eaeef1636ed1"
+		sCommand   = "01a1ffc4-5ebb-7eb2-a8a1-1ab5fa471e06"
+		sStall     = "01a1ffc4-6064-7c43-ad91-e863808d7a78"
+		sKey       = "01a1ffc4-666c-78a2-aaae-16264fcede1b"
 	)
 	one := Usage{InputTokens: 100, OutputTokens: 10}
 	two := Usage{InputTokens: 200, OutputTokens: 20}
@@ -125,6 +126,16 @@ func TestCodexParseGolden(t *testing.T) {
 			file:   "auth_error.jsonl",
 			events: []string{"init " + sAuth, `result "" error authentication_error`},
 			result: Result{SessionID: sAuth},
+			kind:   KindAuth, status: 401, errIs: ErrAuth,
+			msgHas: "unexpected status 401 Unauthorized: Incorrect API key provided",
+		},
+		{
+			// codex's default retries (no request_max_retries or
+			// stream_max_retries): five "Reconnecting... n/5" error lines
+			// about 1 s apart, then turn.failed with the 401.
+			file:   "auth_retry.jsonl",
+			events: []string{"init " + sAuthRetry, `result "" error authentication_error`},
+			result: Result{SessionID: sAuthRetry},
 			kind:   KindAuth, status: 401, errIs: ErrAuth,
 			msgHas: "unexpected status 401 Unauthorized: Incorrect API key provided",
 		},
@@ -239,7 +250,7 @@ func TestCodexParseGoldenFilesCovered(t *testing.T) {
 	covered := map[string]bool{
 		"text.jsonl": true, "resume_first.jsonl": true, "resume.jsonl": true, "tool_write.jsonl": true,
 		"plan_denied.jsonl": true, "command.jsonl": true, "unknown_model.jsonl": true,
-		"auth_error.jsonl": true, "missing_key.jsonl": true, "server_error.jsonl": true,
+		"auth_error.jsonl": true, "auth_retry.jsonl": true, "missing_key.jsonl": true, "server_error.jsonl": true,
 		"rate_limit.jsonl": true, "stall_midstream.jsonl": true, "hang_killed.jsonl": true,
 		"stale_session.jsonl": true,
 	}
@@ -454,7 +465,7 @@ func FuzzCodexParse(f *testing.F) {
 	for _, l := range codexSeedLines(f) {
 		f.Add(l)
 	}
-	for _, name := range []string{"text.jsonl", "tool_write.jsonl", "command.jsonl", "auth_error.jsonl", "unknown_model.jsonl"} {
+	for _, name := range []string{"text.jsonl", "tool_write.jsonl", "command.jsonl", "auth_error.jsonl", "auth_retry.jsonl", "unknown_model.jsonl"} {
 		b, err := os.ReadFile(filepath.Join(codexTestdata, name))
 		if err != nil {
 			f.Fatal(err)

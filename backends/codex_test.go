@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -64,12 +65,13 @@ func TestCodexArgs(t *testing.T) {
 	head := []string{"exec", "--json", "--skip-git-repo-check", "-c", `approval_policy="never"`}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	tests := []struct {
-		name    string
-		req     Request
-		env     []string
-		profile string
-		persona string
-		want    []string
+		name     string
+		req      Request
+		env      []string
+		profile  string
+		persona  string
+		provider string // the user's, from config.toml
+		want     []string
 	}{
 		{
 			name: "bare: codex's own config and login",
@@ -94,6 +96,29 @@ func TestCodexArgs(t *testing.T) {
 				[]string{"-p", "gateway-persona-2", "resume", uuid, "-"}),
 		},
 		{
+			// A proxy, Azure or a local model the user set up: the key
+			// and OPENAI_BASE_URL must not send the turn elsewhere.
+			name:     "the user's own provider wins over the key",
+			req:      Request{Model: "gpt-5.5"},
+			env:      []string{"HOME=/h", "OPENAI_API_KEY=sk-1", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"},
+			profile:  "gateway-persona-3",
+			provider: "corp-proxy",
+			want:     cat(head, []string{"-c", `model_provider="corp-proxy"`, "-p", "gateway-persona-3", "-m", "gpt-5.5", "-"}),
+		},
+		{
+			name:     "the user's provider without a key",
+			provider: "ollama",
+			want:     cat(head, []string{"-c", `model_provider="ollama"`, "-"}),
+		},
+		{
+			// codex's built-in openai provider reads no key from the
+			// environment: the gateway's provider carries it.
+			name:     "the user chose the built-in openai",
+			env:      keyEnv,
+			provider: "openai",
+			want:     cat(head, provider, []string{"-"}),
+		},
+		{
 			name:    "no CODEX_HOME or HOME: the persona goes on argv",
 			req:     Request{PermissionMode: "plan"},
 			persona: "Be \"brief\".\n",
@@ -104,12 +129,102 @@ func TestCodexArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := codexArgs(tt.req, tt.env, tt.profile, tt.persona)
+			got := codexArgs(tt.req, tt.env, tt.profile, tt.persona, tt.provider)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// codexUserProviderTests are config.toml files and the provider each
+// selects; they seed FuzzCodexUserProvider.
+var codexUserProviderTests = []struct {
+	name    string
+	config  string
+	want    string
+	wantKey string // env_key of the selected provider
+	wantErr bool
+}{
+	{name: "empty", config: ""},
+	{name: "no provider", config: "model = \"gpt-5.5\"\n[model_providers.x]\nbase_url = \"http://x\"\n"},
+	{name: "top level", config: "model_provider = \"corp\"\n[model_providers.corp]\nbase_url = \"http://proxy/v1\"\n", want: "corp"},
+	{name: "with its key variable", config: "model_provider = \"azure\"\n[model_providers.other]\nenv_key = \"NO\"\n[model_providers.azure]\nenv_key = \"AZURE_OPENAI_API_KEY\"\n", want: "azure", wantKey: "AZURE_OPENAI_API_KEY"},
+	{name: "key variable of the wrong type", config: "model_provider = \"azure\"\n[model_providers.azure]\nenv_key = 1\n", wantErr: true},
+	{name: "spaces, comment, literal string", config: "# mine\n  model_provider   =   'azure'   # trailing\n", want: "azure"},
+	{name: "only inside a table", config: "[model_providers.x]\nmodel_provider = \"nope\"\n[profiles.p]\nmodel_provider = \"inactive\"\n"},
+	{name: "active profile", config: "model_provider = \"a\"\nprofile = \"work\"\n[profiles.work]\nmodel_provider = \"b\"\n", want: "b"},
+	{name: "active profile without one", config: "model_provider = \"a\"\nprofile = \"work\"\n[profiles.work]\nmodel = \"m\"\n", want: "a"},
+	{name: "profile names a missing table", config: "model_provider = \"a\"\nprofile = \"gone\"\n", want: "a"},
+	{name: "dotted key", config: "profiles.work.model_provider = \"b\"\nprofile = \"work\"\n", want: "b"},
+	{name: "multi-line string before", config: "developer_instructions = \"\"\"\nmodel_provider = \"fake\"\n\"\"\"\nmodel_provider = \"real\"\n", want: "real"},
+	{name: "quoted key", config: "\"model_provider\" = \"q\"\n", want: "q"},
+	{name: "escapes", config: "model_provider = \"a\\\"b\"\n", want: "a\"b"},
+	{name: "invalid toml", config: "model_provider = \n", wantErr: true},
+	{name: "wrong type", config: "model_provider = 3\n", wantErr: true},
+	// go-toml v2.2.4 panics on this when decoding into a struct that
+	// types profile as a string (found by FuzzCodexUserProvider).
+	{name: "a table under a string key", config: "[profile.0]0", wantErr: true},
+	{name: "profile is a table", config: "model_provider = \"a\"\n[profile]\nx = 1\n", wantErr: true},
+}
+
+func TestCodexUserProvider(t *testing.T) {
+	t.Parallel()
+	for _, tt := range codexUserProviderTests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := codexUserProvider([]byte(tt.config))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("codexUserProvider error = %v, want error %t", err, tt.wantErr)
+			}
+			if want := (codexProvider{ID: tt.want, EnvKey: tt.wantKey}); got != want {
+				t.Errorf("codexUserProvider = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestReadCodexUserProvider(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	if got, err := readCodexUserProvider(home); got != (codexProvider{}) || err != nil {
+		t.Errorf("no config.toml: %q, %v; want none", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("model_provider = \"corp\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readCodexUserProvider(home); got.ID != "corp" || err != nil {
+		t.Errorf("readCodexUserProvider = %q, %v; want corp", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("model_provider = [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readCodexUserProvider(home); err == nil {
+		t.Error("broken config.toml: no error")
+	}
+}
+
+// FuzzCodexUserProvider: any config either fails to parse or yields a
+// provider that, written back as a top-level key, reads back the same.
+func FuzzCodexUserProvider(f *testing.F) {
+	for _, tt := range codexUserProviderTests {
+		f.Add([]byte(tt.config))
+	}
+	f.Fuzz(func(t *testing.T, config []byte) {
+		got, err := codexUserProvider(config)
+		if err != nil {
+			if got != (codexProvider{}) {
+				t.Fatalf("provider %+v with error %v", got, err)
+			}
+			return
+		}
+		if got.ID == "" && got.EnvKey != "" {
+			t.Fatalf("a key variable without a provider: %+v", got)
+		}
+		back, err := codexUserProvider([]byte("model_provider = " + codexTOMLString(got.ID) + "\n"))
+		if err != nil || (back.ID != got.ID && utf8.ValidString(got.ID)) {
+			t.Fatalf("provider %q reads back as %q, %v", got.ID, back.ID, err)
+		}
+	})
 }
 
 func TestCodexTOMLString(t *testing.T) {
@@ -405,5 +520,47 @@ func TestCodexRunPersonaOnArgvWhenHomeUnwritable(t *testing.T) {
 	rec := codexReadRecord(t, dir)
 	if !slices.Contains(rec.Args, `developer_instructions="Be brief."`) || slices.Contains(rec.Args, "-p") {
 		t.Errorf("args = %q", rec.Args)
+	}
+}
+
+// A provider the user selected in config.toml is kept, and the variable its
+// env_key names reaches codex; the gateway's provider is not defined and
+// its secrets stay behind.
+func TestCodexRunKeepsUserProvider(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	config := "model_provider = \"azure\"\n[model_providers.azure]\nbase_url = \"https://example.openai.azure.com/openai\"\nenv_key = \"AZURE_OPENAI_API_KEY\"\n"
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, dir := codexFakeCLI(t, codexFakeStream, map[string]string{"STREAM": codexWriteStream(t, codexFakeStart, `{"type":"turn.completed","usage":{}}`), "EXIT": "0"})
+	c := NewCodex(Options{Binary: bin, Log: codexTestLog(t), Env: []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
+		"OPENAI_API_KEY=sk-1", "OPENAI_BASE_URL=http://127.0.0.1:9/v1",
+		"AZURE_OPENAI_API_KEY=az-1", "DISCORD_BOT_TOKEN=discord-secret", "UNRELATED=x",
+	}})
+	if _, err := c.Run(t.Context(), Request{Prompt: "hi", SystemPrompt: "persona"}, nil); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rec := codexReadRecord(t, dir)
+	if !slices.Contains(rec.Args, `model_provider="azure"`) {
+		t.Errorf("args %q do not keep the user's provider", rec.Args)
+	}
+	for _, a := range rec.Args {
+		if strings.Contains(a, CodexProviderID) {
+			t.Errorf("args define the gateway's provider: %q", rec.Args)
+			break
+		}
+	}
+	if !slices.Contains(rec.Env, "AZURE_OPENAI_API_KEY=az-1") {
+		t.Error("the user's provider's key variable did not reach codex")
+	}
+	for _, kv := range rec.Env {
+		if strings.HasPrefix(kv, "DISCORD_") || strings.HasPrefix(kv, "UNRELATED=") {
+			t.Errorf("codex got %s", kv)
+		}
 	}
 }

@@ -22,6 +22,9 @@ const (
 	KindMaxTurns     ErrorKind = "max_turns"
 	KindPermission   ErrorKind = "permission_error"
 	KindExecution    ErrorKind = "execution_error"
+	// KindUnreachable means the CLI could not connect to the model API at
+	// all (connection refused, DNS, reset): no HTTP status came back.
+	KindUnreachable ErrorKind = "api_unreachable"
 )
 
 // Sentinel errors for errors.Is; an *Error matches the sentinel of its Kind.
@@ -29,6 +32,7 @@ var (
 	ErrStaleSession = &Error{Kind: KindStaleSession}
 	ErrTimeout      = &Error{Kind: KindTimeout}
 	ErrAuth         = &Error{Kind: KindAuth}
+	ErrUnreachable  = &Error{Kind: KindUnreachable}
 )
 
 // Error is a failed turn. Message is meant for logs (it may hold CLI output);
@@ -43,6 +47,11 @@ type Error struct {
 	Stderr string
 	// Err is the underlying cause, if any.
 	Err error
+	// ModelOutput is set when the model produced output before the
+	// failure (text or a tool call; for claude any streamed message,
+	// thinking included): a timeout after output is a long task, a
+	// timeout without any is a model API that never answered.
+	ModelOutput bool
 }
 
 func (e *Error) Error() string {
@@ -67,7 +76,7 @@ func (e *Error) Is(target error) bool {
 	if !errors.As(target, &t) {
 		return false
 	}
-	return t.Message == "" && t.Status == 0 && t.Err == nil && t.Kind == e.Kind
+	return t.Message == "" && t.Status == 0 && t.Err == nil && !t.ModelOutput && t.Kind == e.Kind
 }
 
 // KindOf returns the kind of a backend error, or KindExecution for others.

@@ -206,6 +206,7 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		return res, nil
 	}
 	if ctxErr := geminiContextError(ctx, waitErr); ctxErr != nil {
+		ctxErr.ModelOutput = out.ModelOutput
 		ctxErr.Stderr = stderr
 		return res, ctxErr
 	}

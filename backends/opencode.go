@@ -135,6 +135,7 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 	// look finished: when the context ended first, that decides.
 	if waitErr != nil {
 		if ctxErr := opencodeContextError(ctx, waitErr); ctxErr != nil {
+			ctxErr.ModelOutput = out.ModelOutput
 			ctxErr.Stderr = stderr
 			return Result{SessionID: parser.SessionID()}, ctxErr
 		}

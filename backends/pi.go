@@ -148,6 +148,7 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	}
 
 	if ctxErr := piContextError(ctx, waitErr); ctxErr != nil {
+		ctxErr.ModelOutput = out.ModelOutput
 		ctxErr.Stderr = stderr
 		return res, ctxErr
 	}

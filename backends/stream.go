@@ -40,6 +40,9 @@ type streamOutput struct {
 	Garbage garbageLog
 	// Skipped counts stdout lines over the size limit, dropped.
 	Skipped int
+	// ModelOutput is set once parse returned text or a tool call: the
+	// model answered something before the run ended.
+	ModelOutput bool
 }
 
 // readStream feeds p's stdout to parse one line at a time (lines start with
@@ -60,6 +63,9 @@ func readStream(p *proc.Process, start, max int, parse func([]byte) ([]Event, er
 			continue
 		}
 		for _, ev := range events {
+			if isModelOutput(ev) {
+				out.ModelOutput = true
+			}
 			emit(ev)
 		}
 	}
@@ -70,4 +76,14 @@ func readStream(p *proc.Process, start, max int, parse func([]byte) ([]Event, er
 	out.Stderr = strings.TrimSpace(p.StderrTail())
 	out.Skipped = split.skipped
 	return out
+}
+
+// isModelOutput reports whether ev shows the model answering: text or a
+// tool call, as opposed to the CLI's own bookkeeping.
+func isModelOutput(ev Event) bool {
+	switch ev.Kind {
+	case EventText, EventToolUse, EventToolResult:
+		return true
+	}
+	return false
 }

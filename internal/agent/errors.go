@@ -26,6 +26,10 @@ func userError(e queue.Event, err error) string {
 		kind = fmt.Sprintf("%s, HTTP %d", be.Kind, be.Status)
 	}
 	advice := adviceFor[be.Kind]
+	if be.Kind == backends.KindTimeout && !be.ModelOutput {
+		// Nothing came back: a smaller request would not help.
+		advice = silentTimeoutAdvice
+	}
 	if advice == "" {
 		advice = "The agent failed. The operator can find the cause in the log."
 	}
@@ -35,12 +39,17 @@ func userError(e queue.Event, err error) string {
 	return fmt.Sprintf("⚠️ The agent could not answer (`%s`). %s", kind, advice)
 }
 
+// silentTimeoutAdvice replaces the timeout advice when the model produced
+// no output at all before the gateway stopped the agent.
+const silentTimeoutAdvice = "The model sent nothing back before the agent was stopped. Try again later; if it keeps happening, the operator should check the model API in the log, or raise QUERY_TIMEOUT_MS for a slow model."
+
 // adviceFor says what a user can do about each kind of failure.
 var adviceFor = map[backends.ErrorKind]string{
 	backends.KindAuth:         "The model API refused the credentials. The operator should check the API key.",
 	backends.KindRateLimit:    "The model API is rate limiting requests. Try again in a minute.",
 	backends.KindOverloaded:   "The model API is overloaded. Try again in a minute.",
 	backends.KindAPI:          "The model API failed. Try again; if it keeps failing, the operator should check the log.",
+	backends.KindUnreachable:  "The agent could not reach the model API. The operator should check the network and the API's address.",
 	backends.KindInvalid:      "The model API rejected the request. The operator should check the model name and the log.",
 	backends.KindStaleSession: "The conversation could not be resumed. Send your message again to start a new one.",
 	backends.KindTimeout:      "The agent did not finish in time and was stopped. Try a smaller request, or the operator can raise QUERY_TIMEOUT_MS.",

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +57,28 @@ type harness struct {
 
 func newHarness(t *testing.T, timeout time.Duration, turns ...fakeapi.Turn) *harness {
 	t.Helper()
+	return newHarnessWith(t, harnessOptions{timeout: timeout, retriesOff: true}, turns...)
+}
+
+// harnessOptions vary the claude harness.
+type harnessOptions struct {
+	// timeout is the gateway's query timeout.
+	timeout time.Duration
+	// retriesOff sets CLAUDE_CODE_MAX_RETRIES=0; without it claude keeps
+	// its default retries, as it does for most users.
+	retriesOff bool
+	// baseURL replaces the fake API's URL as ANTHROPIC_BASE_URL.
+	baseURL string
+}
+
+func newHarnessWith(t *testing.T, o harnessOptions, turns ...fakeapi.Turn) *harness {
+	t.Helper()
+	timeout := o.timeout
 	api := fakeapi.StartAnthropic(t, turns...)
+	baseURL := api.URL()
+	if o.baseURL != "" {
+		baseURL = o.baseURL
+	}
 	dir := t.TempDir()
 	home := t.TempDir()
 	log := zerolog.New(zerolog.NewTestWriter(t))
@@ -69,15 +91,17 @@ func newHarness(t *testing.T, timeout time.Duration, turns ...fakeapi.Turn) *har
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
-		"ANTHROPIC_BASE_URL=" + api.URL(),
+		"ANTHROPIC_BASE_URL=" + baseURL,
 		"ANTHROPIC_API_KEY=" + apiKey,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_AUTOUPDATER=1",
 		"DISABLE_ERROR_REPORTING=1",
-		"CLAUDE_CODE_MAX_RETRIES=0",
 		"DISCORD_BOT_TOKEN=" + discordToken,
 		"WEBHOOK_GITHUB_SECRET=webhook-secret-must-not-leak",
+	}
+	if o.retriesOff {
+		env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
 	}
 	backend, err := backends.New("claude", backends.Options{Binary: cliBinary(t, "claude"), Env: env, KillGrace: 2 * time.Second})
 	if err != nil {
@@ -247,7 +271,99 @@ func TestConformanceClaudeHungAPIIsKilled(t *testing.T) {
 		t.Fatal("the run did not end after the timeout")
 	}
 	assertTimedOut(t, out)
+	if strings.Contains(out.Reply, "smaller request") {
+		t.Errorf("the model never answered, yet the reply blames the request's size: %q", out.Reply)
+	}
 	waitProcessesGone(ctx, t, marker)
+}
+
+// With claude's default retries (CLAUDE_CODE_MAX_RETRIES unset, ten
+// attempts over minutes) a refused key ends the turn at the first retry,
+// with the authentication error, not at the query timeout.
+func TestConformanceClaudeAuthErrorDefaultRetries(t *testing.T) {
+	var turns []fakeapi.Turn
+	for range 12 {
+		turns = append(turns, fakeapi.Error(401, "invalid x-api-key"))
+	}
+	h := newHarnessWith(t, harnessOptions{timeout: 120 * time.Second}, turns...)
+	start := time.Now()
+	out := h.say("c1", "Hello?")
+	took := time.Since(start)
+	if !errors.Is(out.Err, backends.ErrAuth) {
+		t.Fatalf("err = %v, want an authentication error", out.Err)
+	}
+	if took > 30*time.Second {
+		t.Errorf("took %v: a refused key should end the turn at once", took)
+	}
+	if n := len(h.api.MainRequests()); n == 0 || n > 3 {
+		t.Errorf("the API got %d requests, want the first and at most a retry or two", n)
+	}
+	if !strings.Contains(out.Reply, "authentication_error") || !strings.Contains(out.Reply, "credentials") {
+		t.Errorf("reply = %q, want the authentication error", out.Reply)
+	}
+	for _, bad := range []string{"Timed out", "smaller request", apiKey} {
+		if strings.Contains(out.Reply, bad) {
+			t.Errorf("reply contains %q: %q", bad, out.Reply)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitProcessesGone(ctx, t, "ANTHROPIC_BASE_URL="+h.api.URL())
+}
+
+// With default retries and nothing listening at ANTHROPIC_BASE_URL, the
+// turn ends after a few connection failures in a row and says the model API
+// could not be reached, well before the query timeout.
+func TestConformanceClaudeUnreachableDefaultRetries(t *testing.T) {
+	closed := closedURL(t)
+	h := newHarnessWith(t, harnessOptions{timeout: 120 * time.Second, baseURL: closed})
+	start := time.Now()
+	out := h.say("c1", "Hello?")
+	took := time.Since(start)
+	if !errors.Is(out.Err, backends.ErrUnreachable) {
+		t.Fatalf("err = %v, want the model API unreachable", out.Err)
+	}
+	if took > 60*time.Second {
+		t.Errorf("took %v: an unreachable API should end the turn well before the timeout", took)
+	}
+	if !strings.Contains(out.Reply, "api_unreachable") || !strings.Contains(out.Reply, "could not reach the model API") {
+		t.Errorf("reply = %q", out.Reply)
+	}
+	for _, bad := range []string{"Timed out", "smaller request"} {
+		if strings.Contains(out.Reply, bad) {
+			t.Errorf("reply contains %q: %q", bad, out.Reply)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitProcessesGone(ctx, t, "ANTHROPIC_BASE_URL="+closed)
+}
+
+// When the query timeout comes while claude is still retrying a model API
+// that does not answer, the reply names the unreachable API instead of
+// advising a smaller request.
+func TestConformanceClaudeUnreachableAtTimeout(t *testing.T) {
+	closed := closedURL(t)
+	h := newHarnessWith(t, harnessOptions{timeout: 4 * time.Second, baseURL: closed})
+	out := h.say("c1", "Hello?")
+	if !errors.Is(out.Err, backends.ErrUnreachable) || !errors.Is(out.Err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the model API unreachable at the deadline", out.Err)
+	}
+	if strings.Contains(out.Reply, "smaller request") || !strings.Contains(out.Reply, "could not reach the model API") {
+		t.Errorf("reply = %q", out.Reply)
+	}
+}
+
+// closedURL is an http URL on 127.0.0.1 where nothing listens.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
 }
 
 func TestConformanceClaudeStaleSessionHeals(t *testing.T) {

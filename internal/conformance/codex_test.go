@@ -47,6 +47,11 @@ type codexHarnessOptions struct {
 	timeout        time.Duration // default 60 s
 	permissionMode string        // default acceptEdits
 	allowedTools   []string      // default Read, Write, Edit
+	// userProvider, when set, is a provider of the user's own in
+	// config.toml (model_provider = "<it>", pointing at the fake API),
+	// while OPENAI_BASE_URL points at a port where nothing listens: the
+	// turn succeeds only if the user's choice is kept.
+	userProvider string
 }
 
 // newCodexHarness runs codex through the gateway's runtime against a fake
@@ -101,11 +106,42 @@ request_max_retries = 0
 stream_max_retries = 0
 stream_idle_timeout_ms = 120000
 `, codexModel, backends.CodexProviderID))
+	baseURL := api.URL() + "/v1"
+	if o.userProvider != "" {
+		f, err := os.OpenFile(filepath.Join(home, ".codex", "config.toml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The provider's table goes at the end and model_provider at the
+		// start: a key after a table header belongs to that table.
+		_, err = fmt.Fprintf(f, `
+[model_providers.%s]
+name = "The user's proxy"
+base_url = %q
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+stream_idle_timeout_ms = 120000
+`, o.userProvider, api.URL()+"/v1")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := os.ReadFile(filepath.Join(home, ".codex", "config.toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(home, ".codex", "config.toml"), fmt.Sprintf("model_provider = %q\n", o.userProvider)+string(cfg))
+		baseURL = closedURL(t) + "/v1"
+	}
 
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
-		"OPENAI_BASE_URL=" + api.URL() + "/v1",
+		"OPENAI_BASE_URL=" + baseURL,
 		"OPENAI_API_KEY=" + codexAPIKey,
 		"DISCORD_BOT_TOKEN=" + discordToken,
 		"WEBHOOK_GITHUB_SECRET=webhook-secret-must-not-leak",
@@ -225,6 +261,29 @@ func TestConformanceCodexReply(t *testing.T) {
 	}
 	if out.Result.CostUSD != 0 {
 		t.Errorf("cost = %v: codex reports none", out.Result.CostUSD)
+	}
+	codexNoPersonaFileLeft(t, h)
+}
+
+// A provider the user defined in ~/.codex/config.toml (a proxy, Azure, a
+// local model) serves the turn, though OPENAI_API_KEY is set and
+// OPENAI_BASE_URL points elsewhere (here: nowhere).
+func TestConformanceCodexKeepsUserProvider(t *testing.T) {
+	h := newCodexHarness(t, codexHarnessOptions{timeout: 30 * time.Second, userProvider: "users-proxy"}, fakeapi.Text("Hello via your proxy."))
+	out := h.say("c1", "Say hello.")
+	if out.Err != nil {
+		t.Fatalf("run failed: %v\n%s", out.Err, h.api.Summary())
+	}
+	if out.Reply != "Hello via your proxy." {
+		t.Errorf("reply = %q", out.Reply)
+	}
+	main := h.api.MainRequests()
+	if len(main) != 1 {
+		t.Fatalf("%d main requests:\n%s", len(main), h.api.Summary())
+	}
+	codexCheckPersona(t, h, main[0])
+	if got := main[0].Header.Get("Authorization"); got != "Bearer "+codexAPIKey {
+		t.Errorf("Authorization = %q", got)
 	}
 	codexNoPersonaFileLeft(t, h)
 }
