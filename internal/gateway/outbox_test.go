@@ -174,4 +174,10 @@ func TestFloodIntoAFullQueueGetsOneBusyNotice(t *testing.T) {
 			t.Errorf("refusal log lacks the depth: %s", line)
 		}
 	}
+	// The flood fills only its own channel: another one is answered.
+	other := h.fd.AddChannel(fakediscord.Channel{GuildID: h.guild, Type: discord.GuildText, Name: "other"})
+	h.mention(other, "elsewhere")
+	if msgs := h.waitReplies(other, 1); msgs[0].Content != "done elsewhere" {
+		t.Errorf("other channel got %q", msgs[0].Content)
+	}
 }
