@@ -162,8 +162,8 @@ func TestRunWithRejectedTokenExitsWithAdvice(t *testing.T) {
 func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "heartbeat.md"), []byte("## inbox\nInterval: 600\nInstruction: Check.\n\n## fast\nInterval: 5\nInstruction: Too often.\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "agents.md"), []byte("# Rules\n\n## Cron Jobs\n\n### brief\nCron: 0 9 * * *\nTimezone: UTC\nInstruction: Brief.\n\n### bad\nCron: not cron\nInstruction: x\n\n## Hooks\n\n### shutdown\nInstruction: Bye.\n\n## Webhooks\n\n### deploy\nSecret-Env: DEPLOY_SECRET\nInstruction: {{payload}}\n"), 0o600)
-	cfg, err := config.Load(config.LoadOptions{Environ: []string{"CONFIG_DIR=" + dir, "OUTPUT_CHANNEL_ID=42", "DEPLOY_SECRET=s", "WEBHOOK_ADDR=:8080"}})
+	os.WriteFile(filepath.Join(dir, "agents.md"), []byte("# Rules\n\n## Cron Jobs\n\n### brief\nCron: 0 9 * * *\nTimezone: UTC\nInstruction: Brief.\n\n### bad\nCron: not cron\nInstruction: x\n\n## Hooks\n\n### shutdown\nInstruction: Bye.\n\n## Webhooks\n\n### deploy\nSecret-Env: WEBHOOK_DEPLOY\nInstruction: {{payload}}\n\n### weak\nSecret-Env: DEPLOY_SECRET\nInstruction: {{payload}}\n"), 0o600)
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{"CONFIG_DIR=" + dir, "OUTPUT_CHANNEL_ID=42", "DEPLOY_SECRET=0123456789abcdef0123", "WEBHOOK_DEPLOY=0123456789abcdef0123", "WEBHOOK_ADDR=:8080"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,8 @@ func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
 		`true cron brief "0 9 * * *", posts to OUTPUT_CHANNEL_ID 42, next 2026-01-02 09:00 UTC`,
 		"false schedule agents.md:11:",
 		"true hook shutdown",
-		"true webhook POST /hooks/deploy, secret from DEPLOY_SECRET",
+		"true webhook POST /hooks/deploy, secret from WEBHOOK_DEPLOY, posts to OUTPUT_CHANNEL_ID 42\n",
+		"false webhook POST /hooks/weak, secret from DEPLOY_SECRET, posts to OUTPUT_CHANNEL_ID 42: disabled, every request is refused: Secret-Env DEPLOY_SECRET does not start with WEBHOOK_",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("doctor lacks %q:\n%s", want, got)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/schedule"
+	"github.com/agentgateway/gateway/internal/webhook"
 )
 
 type doctorOptions struct {
@@ -422,14 +423,12 @@ func scheduleChecks(cfg *config.Config, now time.Time) []check {
 	}
 	for _, w := range agents.Webhooks {
 		c := check{Name: "webhook", OK: true, Detail: fmt.Sprintf("POST /hooks/%s, secret from %s, %s", w.Name, w.SecretEnv, output(w.Channel))}
-		if _, ok := cfg.Lookup(w.SecretEnv); !ok {
-			c.OK, c.Detail = false, c.Detail+": "+w.SecretEnv+" is not set, so every request is refused"
+		secret, ok := cfg.Lookup(w.SecretEnv)
+		if why := webhook.SecretProblem(w.SecretEnv, secret, ok); why != "" {
+			c.OK, c.Detail = false, c.Detail+": disabled, every request is refused: "+why
 		}
 		if cfg.WebhookAddr == "" {
 			c.Warning, c.Detail = true, c.Detail+" (WEBHOOK_ADDR is empty: the listener is off)"
-		}
-		if c.OK && !strings.HasPrefix(w.SecretEnv, "WEBHOOK_") {
-			c.Warning, c.Detail = true, c.Detail+"; name the variable WEBHOOK_... : WEBHOOK_* variables are never passed to the agent CLI, others only when not on its allowlist"
 		}
 		out = append(out, c)
 	}

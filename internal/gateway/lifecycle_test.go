@@ -148,13 +148,13 @@ func TestWebhookWithoutChannelPostsToOutputChannel(t *testing.T) {
 	addr := make(chan string, 1)
 	h := startGateway(t, harnessOptions{
 		webhookAddr: addr,
-		files: map[string]string{"agents.md": "## Webhooks\n\n### ping\nSecret-Env: PING_SECRET\n" +
+		files: map[string]string{"agents.md": "## Webhooks\n\n### ping\nSecret-Env: WEBHOOK_PING\n" +
 			"Instruction: Someone pinged: {{payload}}\n"},
 		setup: func(h *harness) map[string]string {
 			return map[string]string{
 				config.EnvWebhookAddr:     "127.0.0.1:0",
 				config.EnvOutputChannelID: h.channel.String(),
-				"PING_SECRET":             "ping-secret-value",
+				"WEBHOOK_PING":             "ping-secret-value",
 			}
 		},
 	})
@@ -171,5 +171,47 @@ func TestWebhookWithoutChannelPostsToOutputChannel(t *testing.T) {
 	msgs := h.waitReplies(h.channel, 1)
 	if !strings.Contains(msgs[0].Content, "Someone pinged") {
 		t.Errorf("post = %q", msgs[0].Content)
+	}
+}
+
+// A webhook whose Secret-Env is not a WEBHOOK_ variable, or whose secret is
+// short, is disabled in run: the start log says why, and even the right
+// secret is refused without running the agent.
+func TestWebhookWithWeakSecretIsDisabled(t *testing.T) {
+	addr := make(chan string, 1)
+	h := startGateway(t, harnessOptions{
+		webhookAddr: addr,
+		files: map[string]string{"agents.md": "## Webhooks\n\n### lang\nSecret-Env: LANG\nInstruction: {{payload}}\n\n" +
+			"### short\nSecret-Env: WEBHOOK_SHORT\nInstruction: {{payload}}\n"},
+		setup: func(h *harness) map[string]string {
+			return map[string]string{
+				config.EnvWebhookAddr:     "127.0.0.1:0",
+				config.EnvOutputChannelID: h.channel.String(),
+				"LANG":                    "C.UTF-8",
+				"WEBHOOK_SHORT":           "C.UTF-8",
+			}
+		},
+	})
+	url := "http://" + <-addr + "/hooks/"
+	for _, name := range []string{"lang", "short"} {
+		req, _ := http.NewRequest("POST", url+name, bytes.NewReader([]byte(`hello`)))
+		req.Header.Set("Authorization", "Bearer C.UTF-8")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403", name, r.StatusCode)
+		}
+	}
+	logs := h.logs.String()
+	for _, why := range []string{"Secret-Env LANG does not start with WEBHOOK_", "WEBHOOK_SHORT is 7 bytes long"} {
+		if !strings.Contains(logs, why) {
+			t.Errorf("the log does not say %q", why)
+		}
+	}
+	if n := len(h.backend.Requests()); n != 0 {
+		t.Errorf("a disabled webhook ran the agent %d times", n)
 	}
 }

@@ -84,7 +84,8 @@ func lifecycleEvent(hook schedule.Hook, text, channel string) queue.Event {
 // differs from last (polled every interval) or when reload receives a value
 // (SIGHUP), until ctx ends. Polling the content, not watching inodes,
 // follows editors that replace files and works on every filesystem.
-func watchConfig(ctx context.Context, dir string, last [32]byte, interval time.Duration, reload <-chan os.Signal, s *schedule.Scheduler, log zerolog.Logger) {
+// reloaded, if set, runs after every reload.
+func watchConfig(ctx context.Context, dir string, last [32]byte, interval time.Duration, reload <-chan os.Signal, s *schedule.Scheduler, reloaded func(), log zerolog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -103,6 +104,9 @@ func watchConfig(ctx context.Context, dir string, last [32]byte, interval time.D
 		last = fingerprint(dir)
 		if err := s.Reload(dir); err != nil {
 			log.Error().Err(err).Msg("reload")
+		}
+		if reloaded != nil {
+			reloaded()
 		}
 	}
 }
@@ -171,6 +175,19 @@ func (w *webhookServer) Close(ctx context.Context) error {
 	err := w.srv.Shutdown(ctx)
 	w.ln.Close()
 	return err
+}
+
+// logDisabledWebhooks says, at start and after each reload, which webhooks
+// refuse every request because their secret breaks the rules
+// (webhook.SecretProblem), and why.
+func logDisabledWebhooks(hooks []schedule.Webhook, lookup func(string) (string, bool), log zerolog.Logger) {
+	for _, w := range hooks {
+		secret, ok := lookup(w.SecretEnv)
+		if why := webhook.SecretProblem(w.SecretEnv, secret, ok); why != "" {
+			log.Warn().Str("component", "webhook").Str("webhook", w.Name).Str("why", why).
+				Msg("webhook disabled: every request is refused (403) until its secret meets the rules")
+		}
+	}
 }
 
 func newWebhookHandler(s *schedule.Scheduler, lookup func(string) (string, bool), q *queue.Queue, defaultChannel string, log zerolog.Logger) (http.Handler, error) {

@@ -139,12 +139,12 @@ func TestWebhookEventIsAnsweredInItsChannel(t *testing.T) {
 		setup: func(h *harness) map[string]string {
 			return map[string]string{
 				config.EnvWebhookAddr:   "127.0.0.1:0",
-				"DEPLOY_WEBHOOK_SECRET": secret,
+				"WEBHOOK_DEPLOY_SECRET": secret,
 			}
 		},
 	})
 	// The definition names the channel, known only now: write and reload.
-	agents := "# Operating Rules\n\n## Webhooks\n\n### deploy\nSecret-Env: DEPLOY_WEBHOOK_SECRET\nChannel: " +
+	agents := "# Operating Rules\n\n## Webhooks\n\n### deploy\nSecret-Env: WEBHOOK_DEPLOY_SECRET\nChannel: " +
 		h.channel.String() + "\nInstruction: A deploy finished. Summarise it: {{payload}}\n"
 	os.WriteFile(filepath.Join(h.cfg.ConfigDir, "agents.md"), []byte(agents), 0o600)
 	h.fd.Wait(t, "the reload", waitLong, func() bool { return strings.Contains(h.logs.String(), "changed: reloading") })

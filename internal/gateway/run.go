@@ -115,6 +115,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err := sched.Reload(cfg.ConfigDir); err != nil {
 		log.Error().Err(err).Msg("schedule")
 	}
+	checkWebhooks := func() {
+		if cfg.WebhookAddr != "" {
+			logDisabledWebhooks(sched.Webhooks(), cfg.Lookup, log)
+		}
+	}
+	checkWebhooks()
 	// Bind the webhook port before connecting, so a port in use fails the
 	// start at once; requests are served once Discord is ready.
 	var hooksHTTP *webhookServer
@@ -172,7 +178,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		reloadEvery = 2 * time.Second
 	}
 	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
-	go watchConfig(bgCtx, cfg.ConfigDir, loaded, reloadEvery, hup, sched, log.With().Str("component", "schedule").Logger())
+	go watchConfig(bgCtx, cfg.ConfigDir, loaded, reloadEvery, hup, sched, checkWebhooks, log.With().Str("component", "schedule").Logger())
 	if hooksHTTP != nil {
 		hooksHTTP.Serve()
 		if opts.WebhookReady != nil {

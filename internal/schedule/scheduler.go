@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +153,19 @@ func (s *Scheduler) Webhook(name string) (Webhook, bool) {
 	defer s.mu.Unlock()
 	w, ok := s.webhooks[name]
 	return w, ok
+}
+
+// Webhooks returns the webhook definitions of the last applied config,
+// sorted by name.
+func (s *Scheduler) Webhooks() []Webhook {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Webhook, 0, len(s.webhooks))
+	for _, w := range s.webhooks {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b Webhook) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // fire runs on gocron's goroutine at each of j's times and enqueues its

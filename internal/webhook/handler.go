@@ -64,8 +64,8 @@ type Handler struct {
 	log  zerolog.Logger
 	mux  *http.ServeMux
 
-	mu       sync.Mutex      // guards unsecret
-	unsecret map[string]bool // webhooks already logged as having no secret
+	mu       sync.Mutex        // guards disabled
+	disabled map[string]string // webhook -> why it was last logged as disabled
 }
 
 // New returns a Handler. Lookup, Secret and Enqueue are required.
@@ -83,7 +83,7 @@ func New(opts Options) (*Handler, error) {
 		opts:     opts,
 		log:      opts.Log.With().Str("component", "webhook").Logger(),
 		mux:      http.NewServeMux(),
-		unsecret: map[string]bool{},
+		disabled: map[string]string{},
 	}
 	h.mux.HandleFunc("/hooks/{name}", h.serveHook)
 	return h, nil
@@ -130,11 +130,11 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, name string) re
 		return response{status: http.StatusNotFound, msg: "no such webhook"}
 	}
 	secret, ok := h.opts.Secret(def.SecretEnv)
-	if !ok || secret == "" {
-		h.warnUnsecret(def)
-		return unauthorized(w)
+	if problem := SecretProblem(def.SecretEnv, secret, ok); problem != "" {
+		h.warnDisabled(def, problem)
+		return response{status: http.StatusForbidden, msg: "webhook disabled by the gateway's configuration (its log says why)"}
 	}
-	h.forgetUnsecret(def.Name)
+	h.forgetDisabled(def.Name)
 	sig, bearer := r.Header.Get(SignatureHeader), r.Header.Get("Authorization")
 	if sig == "" && bearer == "" {
 		return unauthorized(w)
@@ -202,24 +202,24 @@ func validBearer(header, secret string) bool {
 	return subtle.ConstantTimeCompare([]byte(token), []byte(secret)) == 1
 }
 
-// warnUnsecret logs, once per webhook until its secret appears, that it
-// refuses every request because its secret variable is unset or empty.
-func (h *Handler) warnUnsecret(def schedule.Webhook) {
+// warnDisabled logs, once per webhook and reason until the secret meets the
+// rules (SecretProblem), that it refuses every request.
+func (h *Handler) warnDisabled(def schedule.Webhook, problem string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.unsecret[def.Name] {
+	if h.disabled[def.Name] == problem {
 		return
 	}
-	h.unsecret[def.Name] = true
-	h.log.Warn().Str("webhook", def.Name).Str("secret_env", def.SecretEnv).
-		Msg("webhook secret variable is unset or empty: every request is refused")
+	h.disabled[def.Name] = problem
+	h.log.Warn().Str("webhook", def.Name).Str("why", problem).
+		Msg("webhook disabled: every request is refused (403) until its secret meets the rules")
 }
 
-// forgetUnsecret re-arms the warning once the secret is set again.
-func (h *Handler) forgetUnsecret(name string) {
+// forgetDisabled re-arms the warning once the secret meets the rules.
+func (h *Handler) forgetDisabled(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.unsecret, name)
+	delete(h.disabled, name)
 }
 
 // logRequest logs one request without its body or headers: they may carry

@@ -22,7 +22,7 @@ import (
 
 const (
 	testSecret = "s3cr3t-value-never-logged"
-	secretEnv  = "DEPLOY_SECRET"
+	secretEnv  = "WEBHOOK_DEPLOY_SECRET"
 )
 
 var deploy = schedule.Webhook{
@@ -32,7 +32,7 @@ var deploy = schedule.Webhook{
 	Channel:     "1234",
 }
 
-var unset = schedule.Webhook{Name: "unset", SecretEnv: "UNSET_SECRET", Instruction: "x"}
+var unset = schedule.Webhook{Name: "unset", SecretEnv: "WEBHOOK_UNSET_SECRET", Instruction: "x"}
 
 // fakeQueue records events; err, when set, is what Enqueue fails with.
 type fakeQueue struct {
@@ -87,7 +87,7 @@ func newServer(t *testing.T, maxBody int64) *server {
 	t.Helper()
 	s := &server{queue: &fakeQueue{}, logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	hooks := map[string]schedule.Webhook{deploy.Name: deploy, unset.Name: unset}
-	env := map[string]string{secretEnv: testSecret, "UNSET_SECRET": ""}
+	env := map[string]string{secretEnv: testSecret, "WEBHOOK_UNSET_SECRET": ""}
 	h, err := New(Options{
 		Lookup: func(name string) (schedule.Webhook, bool) {
 			w, ok := hooks[name]
@@ -213,7 +213,7 @@ func TestRejectedRequests(t *testing.T) {
 		{name: "missing auth", path: "/hooks/deploy", body: payload, status: 401,
 			header: [2]string{"WWW-Authenticate", `Bearer realm="webhook"`}},
 		{name: "secret variable empty", path: "/hooks/unset", body: payload,
-			headers: map[string]string{"Authorization": "Bearer "}, status: 401},
+			headers: map[string]string{"Authorization": "Bearer "}, status: 403},
 		{name: "oversized", path: "/hooks/deploy", body: big,
 			headers: map[string]string{SignatureHeader: sign(big, testSecret)}, status: 413},
 		{name: "unknown name", path: "/hooks/nope", body: payload,
@@ -261,11 +261,79 @@ func TestUnsetSecretLoggedOnce(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, 0)
 	for range 3 {
-		if resp := s.do(t, http.MethodPost, "/hooks/unset", []byte("x"), map[string]string{"Authorization": "Bearer x"}); resp.StatusCode != 401 {
-			t.Fatalf("status %d, want 401", resp.StatusCode)
+		if resp := s.do(t, http.MethodPost, "/hooks/unset", []byte("x"), map[string]string{"Authorization": "Bearer x"}); resp.StatusCode != 403 {
+			t.Fatalf("status %d, want 403", resp.StatusCode)
 		}
 	}
-	if n := strings.Count(s.logText(), "secret variable is unset or empty"); n != 1 {
+	if n := strings.Count(s.logText(), "webhook disabled"); n != 1 {
 		t.Errorf("warning logged %d times, want once:\n%s", n, s.logText())
+	}
+	if !strings.Contains(s.logText(), "WEBHOOK_UNSET_SECRET is not set") {
+		t.Errorf("the reason is not logged:\n%s", s.logText())
+	}
+}
+
+// A webhook whose secret breaks the rules is disabled: even a request that
+// carries that very secret is refused and nothing is queued.
+func TestWeakSecretDisablesTheWebhook(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, env, value, why string
+	}{
+		{"a variable the agent may see", "LANG", "C.UTF-8-and-more-bytes", "does not start with WEBHOOK_"},
+		{"a short secret", "WEBHOOK_SHORT", "C.UTF-8", "7 bytes long"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			def := schedule.Webhook{Name: "weak", SecretEnv: tt.env, Instruction: "x"}
+			var mu sync.Mutex
+			var buf bytes.Buffer
+			logs := syncBuffer{mu: &mu, buf: &buf}
+			q := &fakeQueue{}
+			h, err := New(Options{
+				Lookup:  func(string) (schedule.Webhook, bool) { return def, true },
+				Secret:  func(string) (string, bool) { return tt.value, true },
+				Enqueue: q.Enqueue,
+				Log:     zerolog.New(logs),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest(http.MethodPost, "/hooks/weak", strings.NewReader("x"))
+			req.Header.Set("Authorization", "Bearer "+tt.value)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusForbidden {
+				t.Errorf("status %d, want 403", rec.Code)
+			}
+			if len(q.got()) != 0 {
+				t.Error("a disabled webhook queued an event")
+			}
+			mu.Lock()
+			l := buf.String()
+			mu.Unlock()
+			if !strings.Contains(l, tt.why) || strings.Contains(l, tt.value) {
+				t.Errorf("log = %s; want the reason %q and never the value", l, tt.why)
+			}
+		})
+	}
+}
+
+func TestSecretProblem(t *testing.T) {
+	for _, tt := range []struct {
+		env, value string
+		set        bool
+		ok         bool
+	}{
+		{"WEBHOOK_X", strings.Repeat("a", 16), true, true},
+		{"WEBHOOK_X", strings.Repeat("a", 15), true, false},
+		{"WEBHOOK_X", "", true, false},
+		{"WEBHOOK_X", "", false, false},
+		{"DEPLOY_SECRET", strings.Repeat("a", 40), true, false},
+		{"webhook_x", strings.Repeat("a", 40), true, false},
+	} {
+		if got := SecretProblem(tt.env, tt.value, tt.set); (got == "") != tt.ok {
+			t.Errorf("SecretProblem(%q, %d bytes, %v) = %q, want ok=%v", tt.env, len(tt.value), tt.set, got, tt.ok)
+		}
 	}
 }
