@@ -154,7 +154,7 @@ func TestWebhookWithoutChannelPostsToOutputChannel(t *testing.T) {
 			return map[string]string{
 				config.EnvWebhookAddr:     "127.0.0.1:0",
 				config.EnvOutputChannelID: h.channel.String(),
-				"WEBHOOK_PING":             "ping-secret-value",
+				"WEBHOOK_PING":            "ping-secret-value",
 			}
 		},
 	})
