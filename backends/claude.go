@@ -52,6 +52,7 @@ var _ Backend = (*Claude)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL (default
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewClaude(opts Options) *Claude {
+	opts.Env = opts.userEnv(opts.Env)
 	return &Claude{opts: opts}
 }
 
@@ -91,6 +92,9 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
 		}
 		defer os.Remove(f)
+		if err := c.opts.share(f); err != nil {
+			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
 		promptFile = f
 	}
 
@@ -100,12 +104,13 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	p, err := proc.Start(runCtx, proc.Spec{
-		Path:  bin,
-		Args:  claudeArgs(req, promptFile),
-		Dir:   req.WorkDir,
-		Env:   FilterEnv(c.opts.Env, claudeEnvAllow, nil),
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: c.opts.KillGrace,
+		Path:       bin,
+		Args:       claudeArgs(req, promptFile),
+		Dir:        req.WorkDir,
+		Env:        FilterEnv(c.opts.Env, claudeEnvAllow, nil),
+		Stdin:      strings.NewReader(req.Prompt),
+		Grace:      c.opts.KillGrace,
+		Credential: c.opts.credential(),
 	})
 	if err != nil {
 		if ctxErr := contextError(ctx, context.Cause(ctx)); ctxErr != nil {

@@ -77,6 +77,7 @@ var _ Backend = (*Codex)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL (default
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewCodex(opts Options) *Codex {
+	opts.Env = opts.userEnv(opts.Env)
 	return &Codex{opts: opts}
 }
 
@@ -134,7 +135,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	var profile string
 	if persona != "" {
 		if home := codexHome(env); home != "" {
-			name, remove, err := writeCodexProfile(home, persona)
+			name, remove, err := c.writeProfile(home, persona)
 			if err != nil {
 				// A read-only home: the persona goes on argv, which holds
 				// up to 128 KiB per argument.
@@ -147,12 +148,13 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	}
 
 	p, err := proc.Start(ctx, proc.Spec{
-		Path:  bin,
-		Args:  codexArgs(req, env, profile, persona, userProvider.ID),
-		Dir:   req.WorkDir,
-		Env:   env,
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: c.opts.KillGrace,
+		Path:       bin,
+		Args:       codexArgs(req, env, profile, persona, userProvider.ID),
+		Dir:        req.WorkDir,
+		Env:        env,
+		Stdin:      strings.NewReader(req.Prompt),
+		Grace:      c.opts.KillGrace,
+		Credential: c.opts.credential(),
 	})
 	if err != nil {
 		if ctxErr := codexContextError(ctx, context.Cause(ctx)); ctxErr != nil {
@@ -415,6 +417,28 @@ func tomlStringKey(t map[string]any, key string) (string, error) {
 // writeCodexProfile writes the persona as developer_instructions into a
 // new profile file in home and returns the profile's name and a function
 // that removes the file.
+// writeProfile is writeCodexProfile for the user codex runs as: with
+// RunAs, the agent user's codex home must exist already (one the gateway
+// created would be the gateway's, and codex could not write its sessions
+// there), and the profile is shared with the agent's group.
+func (c *Codex) writeProfile(home, persona string) (string, func(), error) {
+	if c.opts.RunAs == nil {
+		return writeCodexProfile(home, persona)
+	}
+	if _, err := os.Stat(home); err != nil {
+		return "", nil, err
+	}
+	name, remove, err := writeCodexProfile(home, persona)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := c.opts.share(filepath.Join(home, name+codexProfileExtension)); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return name, remove, nil
+}
+
 func writeCodexProfile(home, persona string) (string, func(), error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return "", nil, err

@@ -104,6 +104,7 @@ var _ Backend = (*Gemini)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL and opts.Log gets
 // diagnostics.
 func NewGemini(opts Options) *Gemini {
+	opts.Env = opts.userEnv(opts.Env)
 	return &Gemini{opts: opts, base: map[string]string{}}
 }
 
@@ -157,6 +158,9 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
 		}
 		defer os.Remove(f)
+		if err := g.opts.share(f); err != nil {
+			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
 		env = FilterEnv(env, geminiEnvAllow, geminiEnvDeny)
 		env = append(env, "GEMINI_SYSTEM_MD="+f)
 	} else {
@@ -165,12 +169,13 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	}
 
 	p, err := proc.Start(ctx, proc.Spec{
-		Path:  bin,
-		Args:  args,
-		Dir:   req.WorkDir,
-		Env:   env,
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: g.opts.KillGrace,
+		Path:       bin,
+		Args:       args,
+		Dir:        req.WorkDir,
+		Env:        env,
+		Stdin:      strings.NewReader(req.Prompt),
+		Grace:      g.opts.KillGrace,
+		Credential: g.opts.credential(),
 	})
 	if err != nil {
 		if ctxErr := geminiContextError(ctx, context.Cause(ctx)); ctxErr != nil {
@@ -354,6 +359,12 @@ func (g *Gemini) exportPrompt(ctx context.Context, bin, dir string, args []strin
 	if err := os.WriteFile(filepath.Join(tmp, ".gemini", "settings.json"), []byte(geminiExportSettings), 0o600); err != nil {
 		return "", err
 	}
+	// gemini, running as the agent user, writes its prompt and state here.
+	for _, p := range []string{tmp, filepath.Join(tmp, ".gemini"), filepath.Join(tmp, ".gemini", "settings.json")} {
+		if err := g.opts.share(p); err != nil {
+			return "", err
+		}
+	}
 	out := filepath.Join(tmp, "system.md")
 	env := FilterEnv(g.opts.Env, geminiEnvAllow,
 		[]string{"GOOGLE_*", "GEMINI_API_KEY", "GEMINI_CLI_HOME", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_SYSTEM_SETTINGS_PATH"})
@@ -376,12 +387,13 @@ func (g *Gemini) exportPrompt(ctx context.Context, bin, dir string, args []strin
 	ctx, cancel := context.WithTimeout(ctx, geminiExportTimeout)
 	defer cancel()
 	p, err := proc.Start(ctx, proc.Spec{
-		Path:  bin,
-		Args:  exportArgs,
-		Dir:   dir,
-		Env:   env,
-		Stdin: strings.NewReader("."),
-		Grace: g.opts.KillGrace,
+		Path:       bin,
+		Args:       exportArgs,
+		Dir:        dir,
+		Env:        env,
+		Stdin:      strings.NewReader("."),
+		Grace:      g.opts.KillGrace,
+		Credential: g.opts.credential(),
 	})
 	if err != nil {
 		return "", fmt.Errorf("start gemini to export its system prompt: %w", err)

@@ -58,6 +58,7 @@ var _ Backend = (*Opencode)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL (default
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewOpencode(opts Options) *Opencode {
+	opts.Env = opts.userEnv(opts.Env)
 	return &Opencode{opts: opts}
 }
 
@@ -95,6 +96,9 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
 		}
 		defer os.Remove(f)
+		if err := o.opts.share(f); err != nil {
+			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
 		promptFile = f
 	}
 
@@ -103,12 +107,13 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 		return Result{}, err
 	}
 	p, err := proc.Start(ctx, proc.Spec{
-		Path:  bin,
-		Args:  opencodeArgs(req),
-		Dir:   req.WorkDir,
-		Env:   env,
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: o.opts.KillGrace,
+		Path:       bin,
+		Args:       opencodeArgs(req),
+		Dir:        req.WorkDir,
+		Env:        env,
+		Stdin:      strings.NewReader(req.Prompt),
+		Grace:      o.opts.KillGrace,
+		Credential: o.opts.credential(),
 	})
 	if err != nil {
 		if ctxErr := opencodeContextError(ctx, context.Cause(ctx)); ctxErr != nil {

@@ -60,6 +60,7 @@ var _ Backend = (*Pi)(nil)
 // time between SIGTERM and SIGKILL (default proc.DefaultGrace) and opts.Log
 // gets diagnostics.
 func NewPi(opts Options) *Pi {
+	opts.Env = opts.userEnv(opts.Env)
 	return &Pi{opts: opts}
 }
 
@@ -103,12 +104,13 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	}
 
 	pr, err := proc.Start(ctx, proc.Spec{
-		Path:  bin,
-		Args:  piArgs(req, promptFile),
-		Dir:   req.WorkDir,
-		Env:   FilterEnv(p.opts.Env, piEnvAllow, nil),
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: p.opts.KillGrace,
+		Path:       bin,
+		Args:       piArgs(req, promptFile),
+		Dir:        req.WorkDir,
+		Env:        FilterEnv(p.opts.Env, piEnvAllow, nil),
+		Stdin:      strings.NewReader(req.Prompt),
+		Grace:      p.opts.KillGrace,
+		Credential: p.opts.credential(),
 	})
 	if err != nil {
 		if ctxErr := piContextError(ctx, context.Cause(ctx)); ctxErr != nil {

@@ -22,6 +22,11 @@ type Options struct {
 	// Log receives the adapter's diagnostics (skipped stream lines and the
 	// like). The zero Logger discards them.
 	Log zerolog.Logger
+	// RunAs, if not nil, is the user every CLI the adapter starts runs as,
+	// with HOME, USER and LOGNAME set to that user's (AGENT_USER). Files
+	// the adapter writes for a run are shared with the user's primary
+	// group. Nil runs the CLIs as the gateway's user.
+	RunAs *RunAs
 }
 
 // Factory builds a backend from options.

@@ -27,6 +27,22 @@ type promptCache struct {
 
 	mu      sync.Mutex // guards everything below
 	current *prompt
+	// group, when set, is the group the prompt files are given to and
+	// may read them (the agent user's primary group, AGENT_USER).
+	group *uint32
+}
+
+// ShareSystemPromptWith makes the system prompt files readable by the group
+// gid (mode 0640, owner unchanged): the agent user's primary group when the
+// CLIs run as another user (AGENT_USER), which could not read a private file
+// of the gateway's. The gateway keeps owning the files, so it can remove
+// them from a sticky temp dir; changing their group needs membership of gid
+// or CAP_CHOWN. Files already written keep their mode. Call it before the
+// first event.
+func (r *Runtime) ShareSystemPromptWith(gid uint32) {
+	r.prompts.mu.Lock()
+	defer r.prompts.mu.Unlock()
+	r.prompts.group = &gid
 }
 
 // prompt is one version of the system prompt.
@@ -49,7 +65,7 @@ func (c *promptCache) acquire(files persona.Files) (*prompt, func(), error) {
 	p := c.current
 	if p == nil || !maps.Equal(p.files, files) {
 		text := persona.Assemble(files, c.memoryPath)
-		path, err := writePromptFile(c.dir, text)
+		path, err := writePromptFile(c.dir, text, c.group)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -99,8 +115,9 @@ var (
 )
 
 // writePromptFile writes the system prompt to a private (0600) temp file
-// named after this process.
-func writePromptFile(dir, system string) (string, error) {
+// named after this process; with a group, the file belongs to that group and
+// is readable by it (0640).
+func writePromptFile(dir, system string, group *uint32) (string, error) {
 	ownPromptsMu.Lock()
 	defer ownPromptsMu.Unlock()
 	f, err := os.CreateTemp(dir, promptFilePrefix+strconv.Itoa(os.Getpid())+"-*.md")
@@ -113,12 +130,31 @@ func writePromptFile(dir, system string) (string, error) {
 		os.Remove(name)
 		return "", fmt.Errorf("write system prompt file: %w", err)
 	}
+	if group != nil {
+		if err := shareWithGroup(f, *group); err != nil {
+			f.Close()
+			os.Remove(name)
+			return "", err
+		}
+	}
 	if err := f.Close(); err != nil {
 		os.Remove(name)
 		return "", fmt.Errorf("write system prompt file: %w", err)
 	}
 	ownPrompts[filepath.Clean(name)] = struct{}{}
 	return name, nil
+}
+
+// shareWithGroup gives f to the group gid, readable by it and by nobody
+// else (0640). The group comes first, so no other group ever reads it.
+func shareWithGroup(f *os.File, gid uint32) error {
+	if err := f.Chown(-1, int(gid)); err != nil {
+		return fmt.Errorf("give the system prompt file to the agent user's group %d: %w", gid, err)
+	}
+	if err := f.Chmod(0o640); err != nil {
+		return fmt.Errorf("make the system prompt file readable by its group: %w", err)
+	}
+	return nil
 }
 
 // removePromptFile removes a prompt file this process wrote.

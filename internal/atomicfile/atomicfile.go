@@ -6,10 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Write replaces path with data: it writes a temp file in the same
-// directory, fsyncs it, renames it over path and fsyncs the directory.
+// directory, fsyncs it, renames it over path and fsyncs the directory. The
+// new file has exactly perm, whatever the umask and the mode of the file it
+// replaces, and no other user can open the temp file meanwhile (it is
+// created 0600). The new file keeps the owner and group of the one it replaces when the
+// process may give it them (root, CAP_CHOWN): memory.md owned by the agent
+// user (AGENT_USER) stays the agent's after the gateway merges it.
 func Write(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -30,6 +36,7 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", filepath.Base(path), err)
 	}
+	keepOwner(f, path)
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
 	}
@@ -46,4 +53,18 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		d.Close()
 	}
 	return nil
+}
+
+// keepOwner gives f the owner and group of the file at path, if there is
+// one and they differ. A failure (no privilege) leaves f the caller's.
+func keepOwner(f *os.File, path string) {
+	old, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	st, ok := old.Sys().(*syscall.Stat_t)
+	if !ok || (int(st.Uid) == os.Geteuid() && int(st.Gid) == os.Getegid()) {
+		return
+	}
+	_ = f.Chown(int(st.Uid), int(st.Gid))
 }

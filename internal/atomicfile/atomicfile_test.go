@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -40,5 +41,63 @@ func TestWriteFailureLeavesNoTemp(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("directory holds %d entries, want no temp file left", len(entries))
+	}
+}
+
+// TestWriteKeepsOwner: replacing a file another user owns (memory.md, the
+// agent user's) leaves it that user's.
+func TestWriteKeepsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	const nobody = 65534
+	path := filepath.Join(t.TempDir(), "memory.md")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("merged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody {
+		t.Errorf("owner %d:%d after Write, want %d:%d", st.Uid, st.Gid, nobody, nobody)
+	}
+}
+
+// TestWriteSetsExactlyPerm: the replacement has the mode asked for, not the
+// old file's nor one the umask narrowed or widened.
+func TestWriteSetsExactlyPerm(t *testing.T) {
+	for _, tt := range []struct {
+		old, perm, umask os.FileMode
+	}{
+		{old: 0o644, perm: 0o600, umask: 0},
+		{old: 0o600, perm: 0o640, umask: 0o077},
+	} {
+		path := filepath.Join(t.TempDir(), "state.json")
+		if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tt.old); err != nil {
+			t.Fatal(err)
+		}
+		prev := syscall.Umask(int(tt.umask))
+		err := Write(path, []byte("new"), tt.perm)
+		syscall.Umask(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != tt.perm {
+			t.Errorf("replacing a %04o file with perm %04o under umask %04o: mode %04o", tt.old, tt.perm, tt.umask, fi.Mode().Perm())
+		}
 	}
 }

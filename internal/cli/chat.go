@@ -117,6 +117,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		return err
 	}
 	defer lock.Release()
+	becomeNonDumpable(log)
 	becomeSubreaper(log)
 
 	replier := &chatReplier{out: opts.io.out, status: status}
@@ -128,6 +129,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		Backend: opts.backend,
 		Replier: replier,
 		OnDone:  func(_ queue.Event, out agent.Outcome) { done <- out },
+		EnvFile: opts.envFile,
 	}, log)
 	if err != nil {
 		return err
@@ -296,7 +298,7 @@ func chatBanner(ctx context.Context, cfg *config.Config, core *gateway.Core, opt
 		}
 		if path, err := exec.LookPath(bin); err != nil {
 			cli += " (CLI not found)"
-		} else if v, err := probeVersion(ctx, path); err == nil {
+		} else if v, err := probeVersion(ctx, cfg, path); err == nil {
 			cli += " " + v
 		}
 	}

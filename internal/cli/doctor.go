@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -150,6 +151,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 			checks = append(checks, check{Name: "config", Warning: true, Detail: u.String()})
 		}
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
+		checks = append(checks, fileModeChecks(cfg, opts.envFile)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
 		names := []string{cfg.Backend}
@@ -170,6 +172,9 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 			if w != config.RootBypassAdvice {
 				checks = append(checks, check{Name: "security", Detail: w, Warning: true})
 			}
+		}
+		if cfg.PermissionMode == "bypassPermissions" && cfg.AgentUser == "" {
+			checks = append(checks, check{Name: "security", Detail: config.SameUserBypassWarning, Warning: true})
 		}
 	}
 
@@ -258,7 +263,7 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 	if err != nil {
 		return append(out, need(soft(check{Name: label, Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}), "the "+name+" CLI"))
 	}
-	version, err := probeVersion(ctx, path)
+	version, err := probeVersion(ctx, cfg, path)
 	if err != nil {
 		return append(out, need(soft(check{Name: label, Detail: fmt.Sprintf("%s --version failed: %v", bin, err)}), "a working "+name+" CLI"))
 	}
@@ -289,11 +294,17 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 // probeVersion runs `cli --version` with the environment every agent CLI
 // gets (backends.FilterEnv: the base allowlist, never DISCORD_* or
 // WEBHOOK_*). A version probe needs no credentials, so none are added.
-func probeVersion(ctx context.Context, path string) (string, error) {
+// With AGENT_USER it runs as that user, like every CLI the gateway starts.
+func probeVersion(ctx context.Context, cfg *config.Config, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "--version")
 	cmd.Env = backends.FilterEnv(os.Environ(), nil, nil)
+	if runAs, err := gateway.RunAs(cfg); err != nil {
+		return "", err
+	} else if c := runAs.SysCredential(); c != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c}
+	}
 	cmd.WaitDelay = time.Second
 	raw, err := cmd.Output()
 	if err != nil {
@@ -309,6 +320,9 @@ var semver = regexp.MustCompile(`\d+\.\d+\.\d+`)
 // is.
 func discordChecks(ctx context.Context, cfg *config.Config, online bool) []check {
 	if cfg.DiscordToken == "" {
+		if _, named := cfg.Lookup(config.EnvDiscordToken + config.FileSuffix); named {
+			return nil // the config check says why the token file gave no token
+		}
 		return []check{{Name: "discord", Warning: true, need: config.EnvDiscordToken, runOnly: true,
 			Detail: "DISCORD_BOT_TOKEN is not set: `gateway run` needs it, `gateway chat` does not (see Discord setup in the README)"}}
 	}
@@ -342,6 +356,12 @@ func liveCheck(ctx context.Context, cfg *config.Config) check {
 		return check{Name: "live", Detail: err.Error()}
 	}
 	defer os.RemoveAll(dir)
+	if runAs, _ := gateway.RunAs(cfg); runAs != nil {
+		// The agent user's scratch directory (NewBackend already failed if the lookup did).
+		if err := os.Chown(dir, int(runAs.Credential.UID), int(runAs.Credential.GID)); err != nil {
+			return check{Name: "live", Detail: err.Error()}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
 	defer cancel()
 	start := time.Now()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/dirlock"
@@ -51,8 +52,9 @@ func runRun(ctx context.Context, opts runOptions) error {
 		return err
 	}
 	defer lock.Release()
+	becomeNonDumpable(log)
 	becomeSubreaper(log)
-	return gateway.Run(ctx, cfg, gateway.Options{}, log)
+	return gateway.Run(ctx, cfg, gateway.Options{EnvFile: opts.envFile}, log)
 }
 
 // becomeSubreaper makes the gateway the parent of what its agent CLIs
@@ -61,6 +63,17 @@ func runRun(ctx context.Context, opts runOptions) error {
 func becomeSubreaper(log zerolog.Logger) {
 	if err := proc.BecomeSubreaper(); err != nil {
 		log.Warn().Err(err).Msg("orphans of agent CLIs are left to init to reap")
+	}
+}
+
+// becomeNonDumpable makes the gateway non-dumpable (PR_SET_DUMPABLE 0):
+// its /proc/<pid>/ files then belong to root, so processes of its own user,
+// the agent CLIs among them, can no longer read its environment (the bot
+// token) from /proc/<pid>/environ nor attach to it with ptrace, and it
+// writes no core dump. The CLIs it starts are dumpable again after exec.
+func becomeNonDumpable(log zerolog.Logger) {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn().Err(err).Msg("processes of the gateway's user can read its environment in /proc")
 	}
 }
 

@@ -61,6 +61,12 @@ func (c *Config) Warnings() []string {
 	return w
 }
 
+// SameUserBypassWarning says what bypassPermissions reaches when the agent
+// runs as the gateway's own user.
+const SameUserBypassWarning = "PERMISSION_MODE=bypassPermissions and no AGENT_USER: the agent runs as the gateway's own user, " +
+	"so one Bash call can read .env (the bot token) and rewrite agents.md (the gateway's schedule); " +
+	"set AGENT_USER (see README, Running the agent as another user)"
+
 // RootBypassAdvice explains why claude will refuse every turn as root with
 // bypassPermissions, and how to fix it.
 const RootBypassAdvice = "claude refuses PERMISSION_MODE=bypassPermissions when run as root " +
@@ -70,10 +76,11 @@ const RootBypassAdvice = "claude refuses PERMISSION_MODE=bypassPermissions when 
 // RootRefusesBypass reports whether the claude CLI will refuse to run:
 // claude 2.1.330 exits at once when started as root (uid 0) with
 // --permission-mode bypassPermissions, unless IS_SANDBOX is exactly "1"
-// (it ignores "true" or "yes").
+// (it ignores "true" or "yes"). With AGENT_USER the CLI does not run as
+// root, whatever the gateway does.
 func (c *Config) RootRefusesBypass() bool {
 	return c.PermissionMode == "bypassPermissions" && c.Backend == BackendClaude &&
-		c.euid == 0 && strings.TrimSpace(c.ProviderEnv[EnvIsSandbox]) != "1"
+		c.euid == 0 && c.AgentUser == "" && strings.TrimSpace(c.ProviderEnv[EnvIsSandbox]) != "1"
 }
 
 // OpenAccessWarning is the warning for bypassPermissions without any

@@ -3,8 +3,11 @@
 //
 // Precedence, highest first: a non-empty environment variable, a non-empty
 // .env entry, the default (defaults.go). An empty value counts as unset, in
-// the environment and in .env alike. Every problem is reported at once in a
-// *ValidationError; messages name the variable and never show a secret.
+// the environment and in .env alike. The bot token, the model credentials
+// and the webhook secrets may instead be given as files: NAME_FILE names a
+// file holding NAME's value (secretfile.go). Every problem is reported at
+// once in a *ValidationError; messages name the variable and never show a
+// secret.
 //
 // Load uses its own viper.Viper for each call and changes no global state, so
 // calls may run concurrently. A Config is not changed after Load returns and
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -69,6 +73,10 @@ type Config struct {
 	// AgentBinary overrides the CLI's path (AGENT_CLI_PATH); empty means
 	// the backend's usual name on PATH.
 	AgentBinary string
+	// AgentUser is the user every agent CLI runs as (AGENT_USER): a user
+	// name or a numeric uid; empty means the gateway's own user. See
+	// internal/agentuser for the check that the setup holds.
+	AgentUser string
 	// AllowedUserIDs, AllowedChannelIDs and AllowedGuildIDs are the access
 	// allowlists (Discord snowflakes); empty lists allow everyone.
 	AllowedUserIDs    []string
@@ -97,6 +105,8 @@ type Config struct {
 	given map[string]bool
 	// lookup reads any variable from the environment or .env (Lookup).
 	lookup func(name string) (string, bool)
+	// secretFiles maps a secret read from a file to that file (NAME_FILE).
+	secretFiles map[string]string
 }
 
 // Require names the credentials a command cannot do without.
@@ -153,13 +163,41 @@ func Load(opts LoadOptions) (*Config, error) {
 	given := givenIn(v, environ)
 	setEnviron(v, environ)
 
+	// Secrets given as files (NAME_FILE) take NAME's place in every layer
+	// consumers read: the typed fields, ProviderEnv and Lookup.
 	p := &parser{v: v, bad: make(map[string]bool)}
+	lookup := lookupIn(environ, v)
+	files, fileProblems := readSecretFiles(fileSecretNames(append(envNames(environ), fileNames...)), lookup, p.bad)
+	secretFiles := make(map[string]string, len(files))
+	fromFiles := make(map[string]string, len(files))
+	for _, f := range files {
+		v.Set(f.name, f.value)
+		given[f.name] = true
+		secretFiles[f.name] = f.path
+		fromFiles[f.name] = f.value
+	}
+	// A secret whose file cannot be used has no value, as a rejected
+	// setting has its default, whatever NAME says.
+	unusable := maps.Clone(p.bad)
+	for name := range unusable {
+		v.Set(name, "")
+	}
 	cfg := p.parse()
 	cfg.euid = os.Geteuid()
 	cfg.unknown = UnknownNames(fileNames)
 	cfg.given = given
-	cfg.lookup = lookupIn(environ, v)
-	problems := append(required(cfg, opts.Require, p.bad), p.problems...)
+	cfg.secretFiles = secretFiles
+	cfg.lookup = func(name string) (string, bool) {
+		if val, ok := fromFiles[name]; ok {
+			return val, true
+		}
+		if unusable[name] {
+			return "", false
+		}
+		return lookup(name)
+	}
+	problems := append(fileProblems, required(cfg, opts.Require, p.bad)...)
+	problems = append(problems, p.problems...)
 	if len(problems) > 0 {
 		return cfg, &ValidationError{Problems: problems}
 	}
@@ -199,12 +237,24 @@ func (c *Config) UnknownSettings() []Unknown { return slices.Clone(c.unknown) }
 
 // Lookup returns a variable the operator names in a configuration file,
 // such as a webhook's Secret-Env, from the environment or else the .env
-// file. Empty values count as unset.
+// file, or for a WEBHOOK_* variable or a credential from the file its
+// NAME_FILE names. Empty values count as unset.
 func (c *Config) Lookup(name string) (string, bool) {
 	if c.lookup == nil || name == "" {
 		return "", false
 	}
 	return c.lookup(name)
+}
+
+// envNames returns the names in environ.
+func envNames(environ []string) []string {
+	names := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if name, _, ok := strings.Cut(kv, "="); ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func lookupIn(environ []string, v *viper.Viper) func(string) (string, bool) {

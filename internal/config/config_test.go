@@ -134,6 +134,8 @@ func TestLoadEachVar(t *testing.T) {
 		{"cli login YES", map[string]string{EnvUseCLILogin: "YES"}, func(c *Config) { c.UseCLILogin = true }},
 		{"cli login off", map[string]string{EnvUseCLILogin: "off"}, func(c *Config) { c.UseCLILogin = false }},
 		{"agent binary", map[string]string{EnvAgentBinary: "/opt/claude/bin/claude"}, func(c *Config) { c.AgentBinary = "/opt/claude/bin/claude" }},
+		{"agent user name", map[string]string{EnvAgentUser: "gateway-agent"}, func(c *Config) { c.AgentUser = "gateway-agent" }},
+		{"agent user uid", map[string]string{EnvAgentUser: " 1001 "}, func(c *Config) { c.AgentUser = "1001" }},
 		{"user ids", map[string]string{EnvAllowedUserIDs: "1, 22 ,333"}, func(c *Config) { c.AllowedUserIDs = []string{"1", "22", "333"} }},
 		{"channel ids", map[string]string{EnvAllowedChannelIDs: "123456789012345678"}, func(c *Config) { c.AllowedChannelIDs = []string{"123456789012345678"} }},
 		{"guild ids", map[string]string{EnvAllowedGuildIDs: "18446744073709551615,"}, func(c *Config) { c.AllowedGuildIDs = []string{"18446744073709551615"} }},
@@ -372,6 +374,10 @@ func TestInvalidValues(t *testing.T) {
 		{EnvMaxTurns, "99999999999999999999", `AGENT_MAX_TURNS: "99999999999999999999" is too large`},
 		{EnvMaxTurns, "-3", `AGENT_MAX_TURNS must be at least 1, got -3`},
 		{EnvUseCLILogin, "maybe", `AGENT_USE_CLI_LOGIN: "maybe" is not true or false`},
+		{EnvAgentUser, "root", `AGENT_USER: root would give the agent everything; name an unprivileged user for the agent`},
+		{EnvAgentUser, "0", `AGENT_USER: uid 0 is root; name an unprivileged user for the agent`},
+		{EnvAgentUser, "a b", `AGENT_USER: "a b" is neither a user name nor a uid`},
+		{EnvAgentUser, "-agent", `AGENT_USER: "-agent" is neither a user name nor a uid`},
 		{EnvLogLevel, "loud", `LOG_LEVEL: "loud" is not one of trace, debug, info, warn, error`},
 		{EnvLogFormat, "xml", `LOG_FORMAT: "xml" is not one of console, json`},
 		{EnvAllowedTools, ", ,", `ALLOWED_TOOLS: ", ," names no tools (unset it for the default, Read,Glob,Grep,WebSearch,WebFetch)`},
@@ -671,6 +677,7 @@ func TestRedacted(t *testing.T) {
 		"AGENT_MAX_TURNS=25",
 		"AGENT_USE_CLI_LOGIN=false",
 		"AGENT_CLI_PATH=",
+		"AGENT_USER=",
 		"ALLOWED_USER_IDS=1,2",
 		"ALLOWED_CHANNEL_IDS=",
 		"ALLOWED_GUILD_IDS=",
@@ -893,6 +900,10 @@ var generators = []generator{
 	{EnvAgentBinary, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := "/" + randString(r, "abcdefgh/_-.", 1, 30)
 		return v, func(_ testing.TB, c *Config) { c.AgentBinary = v }
+	}},
+	{EnvAgentUser, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := "agent" + randString(r, "abcdefgh0123_-.", 0, 20)
+		return v, func(_ testing.TB, c *Config) { c.AgentUser = v }
 	}},
 	{EnvAllowedUserIDs, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		raw, ids := randIDs(r)

@@ -25,6 +25,7 @@ var defaults = map[string]string{
 	EnvMaxTurns:          "25",
 	EnvUseCLILogin:       "false",
 	EnvAgentBinary:       "",
+	EnvAgentUser:         "",
 	EnvAllowedUserIDs:    "",
 	EnvAllowedChannelIDs: "",
 	EnvAllowedGuildIDs:   "",

@@ -18,6 +18,7 @@ const (
 	EnvMaxTurns          = "AGENT_MAX_TURNS"
 	EnvUseCLILogin       = "AGENT_USE_CLI_LOGIN"
 	EnvAgentBinary       = "AGENT_CLI_PATH"
+	EnvAgentUser         = "AGENT_USER"
 	EnvAllowedUserIDs    = "ALLOWED_USER_IDS"
 	EnvAllowedChannelIDs = "ALLOWED_CHANNEL_IDS"
 	EnvAllowedGuildIDs   = "ALLOWED_GUILD_IDS"
@@ -60,6 +61,7 @@ var keys = []string{
 	EnvMaxTurns,
 	EnvUseCLILogin,
 	EnvAgentBinary,
+	EnvAgentUser,
 	EnvAllowedUserIDs,
 	EnvAllowedChannelIDs,
 	EnvAllowedGuildIDs,

@@ -60,6 +60,7 @@ func (p *parser) parse() *Config {
 		MaxTurns:          field(p, EnvMaxTurns, parseCount),
 		UseCLILogin:       field(p, EnvUseCLILogin, parseBool),
 		AgentBinary:       field(p, EnvAgentBinary, parseString),
+		AgentUser:         field(p, EnvAgentUser, parseAgentUser),
 		AllowedUserIDs:    field(p, EnvAllowedUserIDs, parseIDs),
 		AllowedChannelIDs: field(p, EnvAllowedChannelIDs, parseIDs),
 		AllowedGuildIDs:   field(p, EnvAllowedGuildIDs, parseIDs),
@@ -73,7 +74,7 @@ func (p *parser) parse() *Config {
 	for _, k := range p.v.AllKeys() {
 		// Viper lower-cases keys; environment names are upper case.
 		name := strings.ToUpper(k)
-		if !validEnvName(name) || !isProviderVar(name) {
+		if !validEnvName(name) || !isProviderVar(name) || isSecretFileVar(name) {
 			continue
 		}
 		if val := strings.TrimSpace(p.v.GetString(k)); val != "" {
@@ -87,7 +88,7 @@ func (p *parser) parse() *Config {
 // bad were rejected, so what depends on them is not judged.
 func required(c *Config, req Require, bad map[string]bool) []error {
 	var errs []error
-	if req&RequireDiscord != 0 && c.DiscordToken == "" {
+	if req&RequireDiscord != 0 && c.DiscordToken == "" && !bad[EnvDiscordToken] {
 		errs = append(errs, varErrorf(EnvDiscordToken,
 			"missing %s: the Discord bot token (Developer Portal -> Bot -> Reset Token)", EnvDiscordToken))
 	}
@@ -96,7 +97,8 @@ func required(c *Config, req Require, bad map[string]bool) []error {
 	}
 	names := backendCredentials[c.Backend]
 	for _, n := range names {
-		if c.ProviderEnv[n] != "" {
+		// A credential whose file could not be read is reported as such.
+		if c.ProviderEnv[n] != "" || bad[n] {
 			return errs
 		}
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -16,7 +17,7 @@ type setting struct{ name, value string }
 
 // settings lists every setting as NAME and a printable value, secrets
 // masked: the typed settings in the order of keys, then the provider
-// variables by name.
+// variables by name, then the NAME_FILE of each secret read from a file.
 func (c Config) settings() []setting {
 	s := []setting{
 		{EnvDiscordToken, mask(c.DiscordToken)},
@@ -35,6 +36,7 @@ func (c Config) settings() []setting {
 		{EnvMaxTurns, strconv.Itoa(c.MaxTurns)},
 		{EnvUseCLILogin, strconv.FormatBool(c.UseCLILogin)},
 		{EnvAgentBinary, c.AgentBinary},
+		{EnvAgentUser, c.AgentUser},
 		{EnvAllowedUserIDs, strings.Join(c.AllowedUserIDs, ",")},
 		{EnvAllowedChannelIDs, strings.Join(c.AllowedChannelIDs, ",")},
 		{EnvAllowedGuildIDs, strings.Join(c.AllowedGuildIDs, ",")},
@@ -62,6 +64,11 @@ func (c Config) settings() []setting {
 			val = mask(val)
 		}
 		s = append(s, setting{name, val})
+	}
+	// Where secrets given as files came from (paths are not secret).
+	files := slices.Sorted(maps.Keys(c.secretFiles))
+	for _, name := range files {
+		s = append(s, setting{name + FileSuffix, c.secretFiles[name]})
 	}
 	return s
 }

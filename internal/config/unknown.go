@@ -13,10 +13,17 @@ var gatewayPrefixes = []string{
 	"DISCORD_", "AGENT_", "ALLOWED_", "MAX_", "LOG_", "QUERY_", "PERMISSION_", "CONFIG_", "OUTPUT_",
 }
 
-// knownNames are the names a .env name is compared with: every setting and
-// the provider variables the gateway itself looks at.
-var knownNames = append(slices.Clone(keys),
-	EnvAnthropicAuthToken, EnvOpenAIAPIKey, EnvGeminiAPIKey, EnvGoogleAPIKey, EnvIsSandbox)
+// knownNames are the names a .env name is compared with: every setting,
+// the provider variables the gateway itself looks at, and NAME_FILE for
+// each secret that may be given as a file.
+var knownNames = func() []string {
+	names := append(slices.Clone(keys),
+		EnvAnthropicAuthToken, EnvOpenAIAPIKey, EnvGeminiAPIKey, EnvGoogleAPIKey, EnvIsSandbox)
+	for _, s := range secretNames {
+		names = append(names, s+FileSuffix)
+	}
+	return names
+}()
 
 // Unknown is a .env name that looks like a gateway setting but is not one.
 type Unknown struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
+	"github.com/agentgateway/gateway/internal/agentuser"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -44,17 +45,65 @@ type CoreOptions struct {
 	// Left, if set, is called once for every accepted event when it leaves
 	// the queue, whether it ran or was dropped (queue.Options.Left).
 	Left func(queue.Event, queue.Fate)
+	// EnvFile is the .env file in use; empty means config.DefaultEnvFile.
+	// With AGENT_USER, the start check makes sure the agent cannot read it.
+	EnvFile string
 }
 
 // NewBackend builds the backend the config selects, with the environment
 // the CLI may see: the process environment plus the credentials read from
 // .env. backends.FilterEnv removes everything else, the Discord token first.
+// With AGENT_USER, every CLI runs as that user (see agentuser).
 func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error) {
+	runAs, err := RunAs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	return backends.New(cfg.Backend, backends.Options{
 		Binary: cfg.AgentBinary,
 		Env:    append(os.Environ(), cfg.BackendEnv()...),
 		Log:    log.With().Str("component", "backend").Str("backend", cfg.Backend).Logger(),
+		RunAs:  runAs,
 	})
+}
+
+// RunAs is the user AGENT_USER names, as backends.Options takes it; nil
+// when it is not set.
+func RunAs(cfg *config.Config) (*backends.RunAs, error) {
+	if cfg.AgentUser == "" {
+		return nil, nil
+	}
+	u, err := agentuser.Lookup(cfg.AgentUser)
+	if err != nil {
+		return nil, err
+	}
+	return &backends.RunAs{Name: u.Name, Home: u.Home, Credential: *u.Credential()}, nil
+}
+
+// checkAgentUser runs the start check of AGENT_USER (agentuser.Check): an
+// error lists every problem with its fix. Nil when AGENT_USER is not set.
+func checkAgentUser(cfg *config.Config, envFile string) (*agentuser.User, error) {
+	if cfg.AgentUser == "" {
+		return nil, nil
+	}
+	u, err := agentuser.Lookup(cfg.AgentUser)
+	if err != nil {
+		return nil, err
+	}
+	if envFile == "" {
+		envFile = config.DefaultEnvFile
+	}
+	if abs, err := filepath.Abs(envFile); err == nil {
+		envFile = abs
+	}
+	// The model keys' files are left out: the CLI is given those keys.
+	secrets := map[string]string{}
+	for name, path := range cfg.SecretFiles() {
+		if !config.IsModelCredential(name) {
+			secrets[name] = path
+		}
+	}
+	return u, agentuser.Check(u, agentuser.Setup{ConfigDir: cfg.ConfigDir, EnvFile: envFile, SecretFiles: secrets})
 }
 
 // NewCore bootstraps CONFIG_DIR and builds the queue and the runtime.
@@ -64,6 +113,11 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	}
 	if _, err := persona.Bootstrap(cfg.ConfigDir, log); err != nil {
 		return nil, fmt.Errorf("bootstrap %s: %w", cfg.ConfigDir, err)
+	}
+	// After the bootstrap, so the files it created are judged too.
+	agentUser, err := checkAgentUser(cfg, opts.EnvFile)
+	if err != nil {
+		return nil, err
 	}
 	sessions := opts.Sessions
 	if sessions == nil {
@@ -95,6 +149,9 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		MaxTurns:       cfg.MaxTurns,
 		Model:          cfg.Model,
 	}, backend, sessions, opts.Replier, opts.Hooks, log.With().Str("component", "runtime").Logger())
+	if agentUser != nil {
+		rt.ShareSystemPromptWith(agentUser.GID)
+	}
 	handle := rt.Handle
 	if opts.OnDone != nil {
 		handle = func(ctx context.Context, e queue.Event) { opts.OnDone(e, rt.Process(ctx, e)) }

@@ -45,6 +45,10 @@ type Options struct {
 	ReloadInterval time.Duration
 	// WebhookReady, if set, is told the webhook listener's address.
 	WebhookReady func(addr string)
+	// EnvFile is the .env file in use (--env-file); empty means
+	// config.DefaultEnvFile. With AGENT_USER the start check makes sure the
+	// agent cannot read it.
+	EnvFile string
 	// Signals replaces SIGINT and SIGTERM during the shutdown drain
 	// (tests): a value received there stops at once instead of waiting.
 	Signals <-chan os.Signal
@@ -83,6 +87,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Backend: opts.Backend,
 		Replier: bot,
 		Hooks:   hooks,
+		EnvFile: opts.EnvFile,
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			if out.Interrupted {
 				bot.Unanswered(e)

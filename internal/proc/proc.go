@@ -71,6 +71,21 @@ type Spec struct {
 	Grace time.Duration
 	// TailBytes bounds the stderr tail. Zero means DefaultTailBytes.
 	TailBytes int
+	// Credential, if not nil, is the user and groups the process runs as.
+	// Switching needs root or CAP_SETUID and CAP_SETGID; stopping the
+	// group then needs root or CAP_KILL, and finding descendants that left
+	// it by their mark needs root or CAP_SYS_PTRACE (their environ is not
+	// the caller's to read). Nil means the caller's own.
+	Credential *Credential
+}
+
+// Credential is a user id with its primary and supplementary groups.
+type Credential struct {
+	UID uint32
+	GID uint32
+	// Groups are the supplementary groups; empty means none (the caller's
+	// supplementary groups are dropped, not kept).
+	Groups []uint32
 }
 
 // Exit is how a process ended.
@@ -138,6 +153,13 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	mark := newMark()
 	cmd.Env = append(s.Env[:len(s.Env):len(s.Env)], mark)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c := s.Credential; c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{
+			Uid:    c.UID,
+			Gid:    c.GID,
+			Groups: append([]uint32{}, c.Groups...),
+		}
+	}
 
 	// Our own pipes, not exec's copying goroutines: Wait then returns as soon
 	// as the leader is gone, and we decide how long pipes may stay open.
