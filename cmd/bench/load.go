@@ -68,7 +68,7 @@ func runLoad(self string) (loadResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir,
-		"MAX_CONCURRENT_QUERIES=100", "MAX_QUEUE_DEPTH=100000", "BENCH_HEAP_PROFILE="+os.Getenv("BENCH_HEAP_PROFILE"), "BENCH_CPU_PROFILE="+os.Getenv("BENCH_CPU_PROFILE")), true)
+		"MAX_CONCURRENT_QUERIES=100", "MAX_QUEUE_DEPTH=100000", "MAX_CHANNEL_QUEUE=100000", "BENCH_HEAP_PROFILE="+os.Getenv("BENCH_HEAP_PROFILE"), "BENCH_CPU_PROFILE="+os.Getenv("BENCH_CPU_PROFILE")), true)
 	if err != nil {
 		return res, err
 	}
@@ -231,7 +231,7 @@ func throughput(n int) (float64, error) {
 	}
 	defer os.RemoveAll(dir)
 	cfg, err := config.Load(config.LoadOptions{Environ: []string{
-		"CONFIG_DIR=" + dir, "MAX_QUEUE_DEPTH=10000000", "MAX_CONCURRENT_QUERIES=8", "PERMISSION_MODE=acceptEdits",
+		"CONFIG_DIR=" + dir, "MAX_QUEUE_DEPTH=10000000", "MAX_CHANNEL_QUEUE=10000000", "MAX_CONCURRENT_QUERIES=8", "PERMISSION_MODE=acceptEdits",
 	}})
 	if err != nil {
 		return 0, err

@@ -31,6 +31,7 @@ func BenchmarkThroughput(b *testing.B) {
 	cfg, err := config.Load(config.LoadOptions{Environ: []string{
 		config.EnvConfigDir + "=" + b.TempDir(),
 		config.EnvMaxQueueDepth + "=1000000",
+		config.EnvMaxChannelQueue + "=1000000",
 		config.EnvMaxConcurrent + "=8",
 		config.EnvPermissionMode + "=acceptEdits",
 	}})
