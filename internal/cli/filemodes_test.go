@@ -177,14 +177,7 @@ func TestDoctorWarnsAboutFileModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("DISCORD_BOT_TOKEN", "")
-	var out bytes.Buffer
-	run(context.Background(), []string{"doctor", "--json", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}})
-	var report struct {
-		Checks []check `json:"checks"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &report); err != nil {
-		t.Fatalf("doctor --json output is not JSON: %v\n%s", err, out.String())
-	}
+	report, out := doctorJSON(t, envFile)
 	want := check{Name: "file-modes", Warning: true,
 		Detail: envFile + " is 0644: other users can read the secrets in it; fix: chmod 600 " + envFile}
 	for _, c := range report.Checks {
@@ -192,7 +185,7 @@ func TestDoctorWarnsAboutFileModes(t *testing.T) {
 			return
 		}
 	}
-	t.Errorf("doctor shows no warning about the .env file's mode:\n%s", out.String())
+	t.Errorf("doctor shows no warning about the .env file's mode:\n%s", out)
 }
 
 // TestChatKeepsItsStateFilesPrivate: with a umask that lets everyone read
@@ -249,17 +242,24 @@ func TestDoctorWarnsAboutBypassAsTheGatewayUser(t *testing.T) {
 	for _, agentUser := range []string{"", "nobody"} {
 		t.Setenv("PERMISSION_MODE", "bypassPermissions")
 		t.Setenv("AGENT_USER", agentUser)
-		var out bytes.Buffer
-		run(context.Background(), []string{"doctor", "--json", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}})
-		var report struct {
-			Checks []check `json:"checks"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &report); err != nil {
-			t.Fatalf("doctor --json output is not JSON: %v\n%s", err, out.String())
-		}
+		report, out := doctorJSON(t, envFile)
 		warned := slices.Contains(report.Checks, check{Name: "security", Warning: true, Detail: config.SameUserBypassWarning})
 		if warned != (agentUser == "") {
-			t.Errorf("AGENT_USER=%q: warned = %v\n%s", agentUser, warned, out.String())
+			t.Errorf("AGENT_USER=%q: warned = %v\n%s", agentUser, warned, out)
 		}
 	}
+}
+
+// doctorJSON runs `doctor --json` with envFile and returns its report and
+// its raw output (for failure messages).
+func doctorJSON(t *testing.T, envFile string) (report struct {
+	Checks []check `json:"checks"`
+}, out string) {
+	t.Helper()
+	var b bytes.Buffer
+	run(context.Background(), []string{"doctor", "--json", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &b, errOut: &bytes.Buffer{}})
+	if err := json.Unmarshal(b.Bytes(), &report); err != nil {
+		t.Fatalf("doctor --json output is not JSON: %v\n%s", err, b.String())
+	}
+	return report, b.String()
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,14 +33,7 @@ func TestDoctorWithTokenFile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("DISCORD_BOT_TOKEN_FILE", tt.path)
 			_, envFile := chatEnv(t)
-			var out bytes.Buffer
-			run(context.Background(), []string{"doctor", "--json", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}})
-			var report struct {
-				Checks []check `json:"checks"`
-			}
-			if err := json.Unmarshal(out.Bytes(), &report); err != nil {
-				t.Fatalf("doctor --json output is not JSON: %v\n%s", err, out.String())
-			}
+			report, out := doctorJSON(t, envFile)
 			found := false
 			for _, c := range report.Checks {
 				if c.Name == tt.want.Name && c.OK == tt.want.OK && (tt.want.Detail == "" || c.Detail == tt.want.Detail) {
@@ -52,9 +44,9 @@ func TestDoctorWithTokenFile(t *testing.T) {
 				}
 			}
 			if !found {
-				t.Errorf("no check like %+v:\n%s", tt.want, out.String())
+				t.Errorf("no check like %+v:\n%s", tt.want, out)
 			}
-			if strings.Contains(out.String(), fakediscord.DefaultToken) {
+			if strings.Contains(out, fakediscord.DefaultToken) {
 				t.Error("doctor shows the token")
 			}
 		})

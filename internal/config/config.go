@@ -160,14 +160,15 @@ func Load(opts LoadOptions) (*Config, error) {
 	if environ == nil {
 		environ = os.Environ()
 	}
-	given := givenIn(v, environ)
-	setEnviron(v, environ)
+	env := firstValues(environ)
+	given := givenIn(v, env)
+	setEnviron(v, env)
 
 	// Secrets given as files (NAME_FILE) take NAME's place in every layer
 	// consumers read: the typed fields, ProviderEnv and Lookup.
 	p := &parser{v: v, bad: make(map[string]bool)}
-	lookup := lookupIn(environ, v)
-	files, fileProblems := readSecretFiles(fileSecretNames(append(envNames(environ), fileNames...)), lookup, p.bad)
+	lookup := lookupIn(env, v)
+	files, fileProblems := readSecretFiles(fileSecretNames(append(slices.Collect(maps.Keys(env)), fileNames...)), lookup, p.bad)
 	secretFiles := make(map[string]string, len(files))
 	fromFiles := make(map[string]string, len(files))
 	for _, f := range files {
@@ -208,24 +209,17 @@ func Load(opts LoadOptions) (*Config, error) {
 // environment or the .env file, rather than left to its default.
 func (c *Config) IsSet(name string) bool { return c.given[name] }
 
-// givenIn returns the settings with a non-empty value in environ or in
-// the .env file read into v (before the environment is layered on).
-func givenIn(v *viper.Viper, environ []string) map[string]bool {
+// givenIn returns the settings with a non-empty value in the environment
+// (env) or in the .env file read into v (before the environment is layered
+// on).
+func givenIn(v *viper.Viper, env map[string]string) map[string]bool {
 	m := make(map[string]bool)
 	for _, k := range keys {
 		if v.InConfig(k) && strings.TrimSpace(v.GetString(k)) != "" {
 			m[k] = true
 		}
-	}
-	seen := make(map[string]bool)
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || seen[name] {
-			continue
-		}
-		seen[name] = true
-		if strings.TrimSpace(val) != "" && slices.Contains(keys, name) {
-			m[name] = true
+		if strings.TrimSpace(env[k]) != "" {
+			m[k] = true
 		}
 	}
 	return m
@@ -246,18 +240,9 @@ func (c *Config) Lookup(name string) (string, bool) {
 	return c.lookup(name)
 }
 
-// envNames returns the names in environ.
-func envNames(environ []string) []string {
-	names := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		if name, _, ok := strings.Cut(kv, "="); ok {
-			names = append(names, name)
-		}
-	}
-	return names
-}
-
-func lookupIn(environ []string, v *viper.Viper) func(string) (string, bool) {
+// firstValues maps each variable in environ to its value; of a name given
+// twice the first entry wins, as with os.Getenv.
+func firstValues(environ []string) map[string]string {
 	env := make(map[string]string, len(environ))
 	for _, kv := range environ {
 		if name, val, ok := strings.Cut(kv, "="); ok {
@@ -266,6 +251,10 @@ func lookupIn(environ []string, v *viper.Viper) func(string) (string, bool) {
 			}
 		}
 	}
+	return env
+}
+
+func lookupIn(env map[string]string, v *viper.Viper) func(string) (string, bool) {
 	// A snapshot: viper is not safe for concurrent use, Lookup must be.
 	file := make(map[string]string)
 	for _, k := range v.AllKeys() {
@@ -339,29 +328,19 @@ func splitLines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-// setEnviron puts the settings and provider variables found in environ into
+// setEnviron puts the settings and provider variables found in env into
 // v's override layer, above .env and the defaults.
 //
 // Viper's own env layer (BindEnv) reads os.LookupEnv and nothing else, so it
 // cannot take an injected environment; the override layer holds the same
 // place in the precedence. Like BindEnv without AllowEmptyEnv, an empty
-// variable counts as unset. As with os.Getenv, the first entry of a name wins.
-func setEnviron(v *viper.Viper, environ []string) {
-	known := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		known[k] = true
-	}
-	seen := make(map[string]bool)
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || seen[name] {
-			continue
-		}
-		seen[name] = true
+// variable counts as unset.
+func setEnviron(v *viper.Viper, env map[string]string) {
+	for name, val := range env {
 		if strings.TrimSpace(val) == "" || !validEnvName(name) {
 			continue
 		}
-		if known[name] || isProviderVar(name) {
+		if slices.Contains(keys, name) || isProviderVar(name) {
 			v.Set(name, val)
 		}
 	}

@@ -422,17 +422,6 @@ func rateLimited(err error) bool {
 	return errors.As(err, &herr) && herr.Status == 429
 }
 
-// retryAfterBody reads the retry_after (seconds) of a 429's JSON body.
-func retryAfterBody(body []byte) (time.Duration, bool) {
-	var v struct {
-		RetryAfter float64 `json:"retry_after"`
-	}
-	if json.Unmarshal(body, &v) != nil || v.RetryAfter <= 0 {
-		return 0, false
-	}
-	return seconds(fmt.Sprint(v.RetryAfter))
-}
-
 // attempt posts the parts of d not delivered yet: through the slash
 // command's webhook while that works, else in the channel.
 func (b *Bot) attempt(ctx context.Context, d *delivery, log zerolog.Logger) error {

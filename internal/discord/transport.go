@@ -149,17 +149,23 @@ func retryAfter(resp *http.Response) time.Duration {
 			return d
 		}
 	}
-	var body struct {
-		RetryAfter float64 `json:"retry_after"`
-	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body = io.NopCloser(bytes.NewReader(b))
-	if json.Unmarshal(b, &body) == nil && body.RetryAfter > 0 {
-		if d, ok := seconds(strconv.FormatFloat(body.RetryAfter, 'f', -1, 64)); ok {
-			return d
-		}
+	if d, ok := retryAfterBody(b); ok {
+		return d
 	}
 	return time.Second
+}
+
+// retryAfterBody reads the retry_after (seconds) of a 429's JSON body.
+func retryAfterBody(body []byte) (time.Duration, bool) {
+	var v struct {
+		RetryAfter float64 `json:"retry_after"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.RetryAfter <= 0 {
+		return 0, false
+	}
+	return seconds(strconv.FormatFloat(v.RetryAfter, 'f', -1, 64))
 }
 
 // seconds parses a non-negative, finite number of seconds.

@@ -3,6 +3,8 @@ package webhook
 import (
 	"fmt"
 	"strings"
+
+	"github.com/agentgateway/gateway/internal/config"
 )
 
 // Rules for a webhook's secret. The variable must be named WEBHOOK_...:
@@ -11,7 +13,7 @@ import (
 // LANG would be both guessable and handed to the agent). The value must be
 // long enough not to be guessed.
 const (
-	SecretPrefix   = "WEBHOOK_"
+	SecretPrefix   = config.WebhookSecretPrefix
 	MinSecretBytes = 16
 )
 
