@@ -53,6 +53,14 @@ type Hooks interface {
 	AgentStop(ctx context.Context, e queue.Event, out Outcome)
 }
 
+// TurnWatcher is told about every CLI run, hooks' included: when it starts,
+// each tool it calls, and when it has ended. The gateway holds schedule
+// edits the agent makes (see internal/hold). Implementations must be quick
+// and safe for concurrent use.
+type TurnWatcher interface {
+	TurnStarted(e queue.Event) (toolUsed func(name string), ended func())
+}
+
 // Options configures a Runtime.
 type Options struct {
 	// ConfigDir holds the persona files; the CLI runs there.
@@ -66,6 +74,8 @@ type Options struct {
 	Model string
 	// TempDir holds the system prompt files; empty means os.TempDir().
 	TempDir string
+	// Turns, if set, watches every CLI run.
+	Turns TurnWatcher
 }
 
 // Runtime processes events.
@@ -350,10 +360,18 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 	defer cancel()
 	mem := r.memory.Begin()
 	observer, _ := r.out.(Observer)
+	toolUsed, ended := func(string) {}, func() {}
+	if r.opts.Turns != nil {
+		toolUsed, ended = r.opts.Turns.TurnStarted(e)
+	}
 	res, err := r.backend.Run(ctx, req, func(ev backends.Event) {
 		switch ev.Kind {
 		case backends.EventInit:
 			bind(ev.SessionID, binding.SessionCostUSD) // R6.1: bind as soon as the CLI names the session
+		case backends.EventToolUse:
+			if ev.Tool != nil {
+				toolUsed(ev.Tool.Name)
+			}
 		case backends.EventToolResult:
 			if err := mem.Observe(); err != nil {
 				memoryProblem(log, err)
@@ -363,6 +381,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 			observer.Observe(e, ev)
 		}
 	})
+	ended()
 	if merr := mem.End(); merr != nil {
 		memoryProblem(log, merr)
 	}

@@ -82,6 +82,10 @@ type Config struct {
 	AllowedUserIDs    []string
 	AllowedChannelIDs []string
 	AllowedGuildIDs   []string
+	// ApproverIDs are the users who may apply or discard a schedule change
+	// the agent made (APPROVER_IDS); empty means the allowlisted users, or,
+	// without a user allowlist, members with the Manage Server permission.
+	ApproverIDs []string
 	// DiscordAPIBaseURL and DiscordGatewayURL replace Discord's endpoints
 	// (tests point them at a fake); empty means the real Discord.
 	DiscordAPIBaseURL string

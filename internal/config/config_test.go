@@ -681,6 +681,7 @@ func TestRedacted(t *testing.T) {
 		"ALLOWED_USER_IDS=1,2",
 		"ALLOWED_CHANNEL_IDS=",
 		"ALLOWED_GUILD_IDS=",
+		"APPROVER_IDS=",
 		"DISCORD_API_BASE_URL=http://127.0.0.1:3000/api",
 		"DISCORD_GATEWAY_URL=wss://<redacted>@gw.example/x",
 		"WEBHOOK_ADDR=",
@@ -916,6 +917,10 @@ var generators = []generator{
 	{EnvAllowedGuildIDs, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		raw, ids := randIDs(r)
 		return raw, func(_ testing.TB, c *Config) { c.AllowedGuildIDs = ids }
+	}},
+	{EnvApproverIDs, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		raw, ids := randIDs(r)
+		return raw, func(_ testing.TB, c *Config) { c.ApproverIDs = ids }
 	}},
 	{EnvDiscordAPIBaseURL, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := fmt.Sprintf("%s://%s:%d/%s", randPick(r, []string{"http", "https"}), randString(r, "abcdef.", 1, 12), 1+r.IntN(65535), randString(r, "abc/", 0, 10))

@@ -29,6 +29,7 @@ var defaults = map[string]string{
 	EnvAllowedUserIDs:    "",
 	EnvAllowedChannelIDs: "",
 	EnvAllowedGuildIDs:   "",
+	EnvApproverIDs:       "",
 	EnvDiscordAPIBaseURL: "",
 	EnvDiscordGatewayURL: "",
 	EnvWebhookAddr:       "",

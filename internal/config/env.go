@@ -22,6 +22,7 @@ const (
 	EnvAllowedUserIDs    = "ALLOWED_USER_IDS"
 	EnvAllowedChannelIDs = "ALLOWED_CHANNEL_IDS"
 	EnvAllowedGuildIDs   = "ALLOWED_GUILD_IDS"
+	EnvApproverIDs       = "APPROVER_IDS"
 	EnvDiscordAPIBaseURL = "DISCORD_API_BASE_URL"
 	EnvDiscordGatewayURL = "DISCORD_GATEWAY_URL"
 	EnvWebhookAddr       = "WEBHOOK_ADDR"
@@ -65,6 +66,7 @@ var keys = []string{
 	EnvAllowedUserIDs,
 	EnvAllowedChannelIDs,
 	EnvAllowedGuildIDs,
+	EnvApproverIDs,
 	EnvDiscordAPIBaseURL,
 	EnvDiscordGatewayURL,
 	EnvWebhookAddr,

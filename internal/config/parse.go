@@ -64,6 +64,7 @@ func (p *parser) parse() *Config {
 		AllowedUserIDs:    field(p, EnvAllowedUserIDs, parseIDs),
 		AllowedChannelIDs: field(p, EnvAllowedChannelIDs, parseIDs),
 		AllowedGuildIDs:   field(p, EnvAllowedGuildIDs, parseIDs),
+		ApproverIDs:       field(p, EnvApproverIDs, parseIDs),
 		DiscordAPIBaseURL: field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
 		DiscordGatewayURL: field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
 		WebhookAddr:       field(p, EnvWebhookAddr, parseAddr),

@@ -40,6 +40,7 @@ func (c Config) settings() []setting {
 		{EnvAllowedUserIDs, strings.Join(c.AllowedUserIDs, ",")},
 		{EnvAllowedChannelIDs, strings.Join(c.AllowedChannelIDs, ",")},
 		{EnvAllowedGuildIDs, strings.Join(c.AllowedGuildIDs, ",")},
+		{EnvApproverIDs, strings.Join(c.ApproverIDs, ",")},
 		{EnvDiscordAPIBaseURL, redactURL(c.DiscordAPIBaseURL)},
 		{EnvDiscordGatewayURL, redactURL(c.DiscordGatewayURL)},
 		{EnvWebhookAddr, c.WebhookAddr},

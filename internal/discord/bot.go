@@ -167,9 +167,11 @@ type Bot struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// clock is opts.Clock; out, the replies on their way, has its own lock.
-	clock clockwork.Clock
-	out   outbox
+	// clock is opts.Clock; out, the replies on their way, and buttons, the
+	// press handlers, have their own locks.
+	clock   clockwork.Clock
+	out     outbox
+	buttons buttons
 }
 
 // seen is the newest message of a channel and the channel's guild.
@@ -250,7 +252,12 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		id.IdentifyShortLimit, id.IdentifyGlobalLimit = nil, nil
 		gwOpts.ReconnectDelay = func(int) time.Duration { return 50 * time.Millisecond }
 	}
-	gw := gateway.NewCustomWithIdentifier(gateway.AddGatewayParams(gatewayURL), id, &gwOpts)
+	// The codec decodes INTERACTION_CREATE as interactionCreate, which keeps
+	// the member's permissions that a button press carries.
+	gw := gateway.FromWebsocketGateway(
+		ws.NewGateway(ws.NewWebsocket(ws.NewCodec(unmarshalers()), gateway.AddGatewayParams(gatewayURL)), &gwOpts),
+		gateway.State{Identifier: id},
+	)
 	sess := session.NewWithGateway(gw, handler.New())
 	sess.Client.Client.Client = httpdriver.WrapClient(http.Client{Transport: rt, Timeout: 30 * time.Second})
 	// The transport owns retries (see transport); arikawa must not repeat.

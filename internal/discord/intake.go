@@ -309,7 +309,12 @@ func (b *Bot) registerCommands(app discord.AppID) {
 	b.log.Info().Strs("commands", []string{"/" + commandPrompt, "/" + commandReset, "/" + commandStop}).Msg("slash commands registered")
 }
 
-func (b *Bot) onInteraction(ev *gateway.InteractionCreateEvent) {
+func (b *Bot) onInteraction(iev *interactionCreate) {
+	ev := &iev.InteractionCreateEvent
+	if press, ok := ev.Data.(*discord.ButtonInteraction); ok {
+		b.onPress(iev, press)
+		return
+	}
 	cmd, ok := ev.Data.(*discord.CommandInteraction)
 	if !ok {
 		return

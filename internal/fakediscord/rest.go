@@ -145,7 +145,7 @@ func (s *Server) channelEndpointLocked(method string, parts []string, q map[stri
 	case method == "GET" && len(rest) == 1 && rest[0] == "messages":
 		return 200, history(c, q)
 	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages":
-		return s.editMessageLocked(c, rest[1], body)
+		return s.editMessageLocked(c, rest[1], ctype, body)
 	case (method == "PUT" || method == "DELETE") && len(rest) == 5 && rest[0] == "messages" && rest[2] == "reactions" && rest[4] == "@me":
 		return http.StatusNoContent, nil
 	}
@@ -165,55 +165,128 @@ type sentMessage struct {
 		ID       json.RawMessage `json:"id"`
 		Filename string          `json:"filename"`
 	} `json:"attachments"`
+	// Components is nil when absent or null; [] removes a message's.
+	Components *discord.ContainerComponents `json:"components"`
 }
 
-// readMessage decodes a message the bot sends: a JSON body, or, like
-// Discord, multipart/form-data with the JSON in payload_json and files in
-// files[n] (or the older file, fileN). It answers Discord's error for a
-// malformed body, a file over MaxUploadSize, or a message with neither
-// content nor files, or content over maxContent.
+// present says which fields of a sentMessage were sent, for edits.
+type present struct {
+	Content *string `json:"content"`
+}
+
+// readMessage decodes a message the bot sends (decodeMessage) and answers
+// Discord's error for a message with neither content, files nor
+// components, or content over maxContent.
 func readMessage(ctype string, body []byte) (sentMessage, []File, *apiError, int) {
+	in, _, files, aerr, status := decodeMessage(ctype, body)
+	if aerr != nil {
+		return in, nil, aerr, status
+	}
+	n := utf8.RuneCountInString(in.Content)
+	hasComponents := in.Components != nil && len(*in.Components) > 0
+	if (n == 0 && len(files) == 0 && !hasComponents) || n > maxContent {
+		return in, nil, &apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}, http.StatusBadRequest
+	}
+	return in, files, nil, 0
+}
+
+// decodeMessage decodes a message body: JSON, or, like Discord,
+// multipart/form-data with the JSON in payload_json and files in files[n]
+// (or the older file, fileN). It returns the JSON too, and answers
+// Discord's error for a malformed body, invalid components or a file over
+// MaxUploadSize.
+func decodeMessage(ctype string, body []byte) (sentMessage, []byte, []File, *apiError, int) {
 	malformed := &apiError{Message: "400: Bad Request", Code: 50109}
 	var in sentMessage
 	var files []File
+	payload := body
 	mt, params, _ := mime.ParseMediaType(ctype)
 	if mt == "multipart/form-data" {
 		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-		payload := false
+		payload = nil
 		for {
 			p, err := mr.NextPart()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				return in, nil, malformed, http.StatusBadRequest
+				return in, nil, nil, malformed, http.StatusBadRequest
 			}
 			data, _ := io.ReadAll(p)
 			name := p.FormName()
 			switch {
 			case name == "payload_json":
 				if json.Unmarshal(data, &in) != nil {
-					return in, nil, malformed, http.StatusBadRequest
+					return in, nil, nil, malformed, http.StatusBadRequest
 				}
-				payload = true
+				payload = data
 			case fileField.MatchString(name):
 				if len(data) > MaxUploadSize {
-					return in, nil, &apiError{Message: "Request entity too large", Code: 40005}, http.StatusRequestEntityTooLarge
+					return in, nil, nil, &apiError{Message: "Request entity too large", Code: 40005}, http.StatusRequestEntityTooLarge
 				}
 				files = append(files, File{Field: name, Name: p.FileName(), ContentType: p.Header.Get("Content-Type"), Data: data})
 			}
 		}
-		if !payload {
-			return in, nil, malformed, http.StatusBadRequest
+		if payload == nil {
+			return in, nil, nil, malformed, http.StatusBadRequest
 		}
 	} else if err := json.Unmarshal(body, &in); err != nil {
-		return in, nil, malformed, http.StatusBadRequest
+		return in, nil, nil, malformed, http.StatusBadRequest
 	}
-	n := utf8.RuneCountInString(in.Content)
-	if (n == 0 && len(files) == 0) || n > maxContent {
-		return in, nil, &apiError{Message: "Invalid Form Body: content must be 1-2000 characters", Code: 50035}, http.StatusBadRequest
+	if in.Components != nil {
+		if aerr := checkComponents(*in.Components); aerr != nil {
+			return in, nil, nil, aerr, http.StatusBadRequest
+		}
 	}
-	return in, files, nil, 0
+	return in, payload, files, nil, 0
+}
+
+// Discord's limits on a message's buttons.
+const (
+	maxRows        = 5
+	maxRowButtons  = 5
+	maxButtonLabel = 80  // characters
+	maxCustomID    = 100 // characters
+)
+
+// checkComponents answers Discord's error for components it refuses: more
+// than 5 rows, a row of 0 or more than 5 buttons, a button without a
+// custom_id (links aside) or with one too long or used twice in the
+// message, a label too long.
+func checkComponents(cc discord.ContainerComponents) *apiError {
+	invalid := func(what string) *apiError {
+		return &apiError{Message: "Invalid Form Body: components: " + what, Code: 50035}
+	}
+	if len(cc) > maxRows {
+		return invalid("more than 5 rows")
+	}
+	ids := map[discord.ComponentID]bool{}
+	for _, c := range cc {
+		row, ok := c.(*discord.ActionRowComponent)
+		if !ok {
+			return invalid("a top-level component is not an action row")
+		}
+		if len(*row) == 0 || len(*row) > maxRowButtons {
+			return invalid("an action row must hold 1-5 buttons")
+		}
+		for _, ic := range *row {
+			b, ok := ic.(*discord.ButtonComponent)
+			if !ok {
+				continue
+			}
+			link := buttonStyle(b) == 5
+			switch {
+			case !link && (b.CustomID == "" || utf8.RuneCountInString(string(b.CustomID)) > maxCustomID):
+				return invalid("custom_id must be 1-100 characters")
+			case !link && ids[b.CustomID]:
+				return invalid("custom_id " + strconv.Quote(string(b.CustomID)) + " is used twice")
+			case utf8.RuneCountInString(b.Label) > maxButtonLabel:
+				return invalid("label must be at most 80 characters")
+			}
+			ids[b.CustomID] = true
+		}
+	}
+	return nil
 }
 
 var fileField = regexp.MustCompile(`^(files\[[0-9]+\]|file[0-9]*)$`)
@@ -252,6 +325,9 @@ func (s *Server) createMessageLocked(c *channel, ctype string, body []byte) (int
 		AllowedMentions: in.AllowedMentions,
 		Files:           files,
 	}
+	if in.Components != nil {
+		m.Components = *in.Components
+	}
 	if in.MessageReference != nil {
 		m.Type = discord.InlinedReplyMessage
 		m.Reference = &discord.MessageReference{MessageID: in.MessageReference.MessageID, ChannelID: c.ID}
@@ -265,16 +341,43 @@ func (s *Server) createMessageLocked(c *channel, ctype string, body []byte) (int
 	return 200, m.Message
 }
 
-func (s *Server) editMessageLocked(c *channel, id string, body []byte) (int, any) {
-	var in sentMessage
-	json.Unmarshal(body, &in)
-	for _, m := range c.messages {
-		if m.ID.String() == id {
-			m.Content, m.Edited = in.Content, true
-			return 200, m.Message
-		}
+// editMessageLocked edits one of the bot's messages: the content if sent,
+// the components if sent ([] removes them), JSON or multipart.
+func (s *Server) editMessageLocked(c *channel, id string, ctype string, body []byte) (int, any) {
+	in, payload, _, aerr, status := decodeMessage(ctype, body)
+	if aerr != nil {
+		return status, *aerr
 	}
-	return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+	var has present
+	json.Unmarshal(payload, &has)
+	mid, _ := discord.ParseSnowflake(id)
+	m := c.message(discord.MessageID(mid))
+	if m == nil {
+		return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+	}
+	if m.Author.ID != s.Bot.ID {
+		return http.StatusForbidden, apiError{Message: "Cannot edit a message authored by another user", Code: 50005}
+	}
+	if aerr := applyEdit(m, in, has); aerr != nil {
+		return http.StatusBadRequest, *aerr
+	}
+	return 200, m.Message
+}
+
+// applyEdit changes a stored message as an edit or an UPDATE_MESSAGE
+// callback does, or answers Discord's error for content too long.
+func applyEdit(m *Message, in sentMessage, has present) *apiError {
+	if has.Content != nil && utf8.RuneCountInString(*has.Content) > maxContent {
+		return &apiError{Message: "Invalid Form Body: content must be 0-2000 characters", Code: 50035}
+	}
+	if has.Content != nil {
+		m.Content = *has.Content
+	}
+	if in.Components != nil {
+		m.Components = *in.Components
+	}
+	m.Edited = true
+	return nil
 }
 
 // history answers GET /channels/{id}/messages?after=&limit= like Discord:
@@ -328,12 +431,49 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 	if len(s.callbacks[id]) > 0 {
 		return http.StatusBadRequest, apiError{Message: "Interaction has already been acknowledged.", Code: 40060}
 	}
+	malformed := apiError{Message: "400: Bad Request", Code: 50109}
 	var in struct {
-		Type int          `json:"type"`
-		Data *sentMessage `json:"data"`
+		Type int             `json:"type"`
+		Raw  json.RawMessage `json:"data"`
+		Data *sentMessage    `json:"-"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
-		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
+		return http.StatusBadRequest, malformed
+	}
+	var has present
+	if len(in.Raw) > 0 && string(in.Raw) != "null" {
+		in.Data = &sentMessage{}
+		if json.Unmarshal(in.Raw, in.Data) != nil || json.Unmarshal(in.Raw, &has) != nil {
+			return http.StatusBadRequest, malformed
+		}
+		if in.Data.Components != nil {
+			if aerr := checkComponents(*in.Data.Components); aerr != nil {
+				return http.StatusBadRequest, *aerr
+			}
+		}
+	}
+	if in.Type == 6 || in.Type == 7 {
+		// DEFERRED_UPDATE_MESSAGE and UPDATE_MESSAGE answer a press: the
+		// pressed message changes (7) or stays (6); no answer is created.
+		at, ok := s.pressed[id]
+		if !ok {
+			return http.StatusBadRequest, apiError{Message: "Interaction callback type is only valid for component interactions", Code: 50035}
+		}
+		if in.Type == 7 {
+			m := s.channels[at.channel].message(at.message)
+			if m == nil {
+				return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+			}
+			upd := sentMessage{}
+			if in.Data != nil {
+				upd = *in.Data
+			}
+			if aerr := applyEdit(m, upd, has); aerr != nil {
+				return http.StatusBadRequest, *aerr
+			}
+		}
+		s.callbacks[id] = append(s.callbacks[id], in.Type)
+		return http.StatusNoContent, nil
 	}
 	s.callbacks[id] = append(s.callbacks[id], in.Type)
 	// Both a message (4) and a deferral (5) create the original response;

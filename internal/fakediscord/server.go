@@ -1,12 +1,15 @@
 // Package fakediscord is an in-process Discord for tests: the Gateway
 // WebSocket (HELLO, IDENTIFY, READY, dispatches, heartbeats, RESUME with
 // replay, invalid sessions) and the REST v9 endpoints the gateway uses
-// (messages with nonces and file uploads, typing, reactions, slash
-// commands, interaction callbacks and webhooks, history). The real arikawa client connects to it.
+// (messages with nonces, file uploads and buttons, message edits, typing,
+// reactions, slash commands, button presses, interaction callbacks
+// including UPDATE_MESSAGE, interaction webhooks, history). The real
+// arikawa client connects to it.
 //
-// Tests drive it like users would (Post, Interact), break it like Discord
-// does (Fail with 429/5xx, Disconnect, Offline), and inspect what the bot
-// did (Requests, Frames, Messages). A Server is safe for concurrent use.
+// Tests drive it like users would (Post, Interact, Press), break it like
+// Discord does (Fail with 429/5xx, Disconnect, Offline), and inspect what
+// the bot did (Requests, Frames, Messages, Message, Answers, Callbacks). A
+// Server is safe for concurrent use.
 package fakediscord
 
 import (
@@ -15,6 +18,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +60,8 @@ type Frame struct {
 	Time time.Time
 }
 
-// Message is a message as the fake stores it.
+// Message is a message as the fake stores it. Its Components are the
+// message's buttons as the bot last set them; Buttons lists them.
 type Message struct {
 	discord.Message
 	// Nonce and AllowedMentions are what the bot sent (bot messages only).
@@ -69,6 +75,47 @@ type Message struct {
 	Edited    bool
 	// Files are the files uploaded with the message, in order.
 	Files []File
+}
+
+// Button is a button under a message.
+type Button struct {
+	// ID is the button's custom_id.
+	ID    string
+	Label string
+	// Style is Discord's style number: 1-4, 5 for a link.
+	Style int
+}
+
+// Buttons returns the message's buttons, row by row; none when its
+// components were removed.
+func (m Message) Buttons() []Button {
+	var out []Button
+	for _, c := range m.Components {
+		row, ok := c.(*discord.ActionRowComponent)
+		if !ok {
+			continue
+		}
+		for _, ic := range *row {
+			if b, ok := ic.(*discord.ButtonComponent); ok {
+				out = append(out, Button{ID: string(b.CustomID), Label: b.Label, Style: buttonStyle(b)})
+			}
+		}
+	}
+	return out
+}
+
+// buttonStyle is a button's style number, which arikawa keeps unexported.
+func buttonStyle(b *discord.ButtonComponent) int {
+	c := *b
+	raw, err := json.Marshal(&c)
+	if err != nil {
+		return 0
+	}
+	var v struct {
+		Style int `json:"style"`
+	}
+	json.Unmarshal(raw, &v)
+	return v.Style
 }
 
 // File is a file the bot uploaded (multipart/form-data files[n]).
@@ -126,7 +173,9 @@ type Server struct {
 	// answers are interaction responses and follow-ups, in order.
 	answers []Message
 	// callbacks are interaction callback types by interaction id.
-	callbacks                     map[string][]int
+	callbacks map[string][]int
+	// pressed is the message each button press (by interaction id) was on.
+	pressed                       map[string]pressedMessage
 	conn                          *conn
 	offline                       bool
 	session                       *gwSession
@@ -134,6 +183,12 @@ type Server struct {
 	botMessages                   int
 	// changed is closed and replaced whenever state changes (Wait).
 	changed chan struct{}
+}
+
+// pressedMessage is where a pressed button is.
+type pressedMessage struct {
+	channel discord.ChannelID
+	message discord.MessageID
 }
 
 type channel struct {
@@ -165,6 +220,7 @@ func New() *Server {
 		channels:  map[discord.ChannelID]*channel{},
 		roles:     map[discord.GuildID][]discord.Role{},
 		callbacks: map[string][]int{},
+		pressed:   map[string]pressedMessage{},
 		changed:   make(chan struct{}),
 		nextID:    uint64(discord.NewSnowflake(time.Now())),
 	}
@@ -327,6 +383,58 @@ func (s *Server) Interact(ch discord.ChannelID, user discord.User, command strin
 	return id
 }
 
+// Press has user click the button with customID under a message, like
+// Discord does: an INTERACTION_CREATE of type 3 (MESSAGE_COMPONENT) with
+// the message, and in a guild the member with its permissions in the
+// channel (a decimal string), in a DM the user. The interaction's
+// callback may update the message (type 7). It returns the interaction
+// id, and panics when the message has no such button.
+func (s *Server) Press(ch discord.ChannelID, message discord.MessageID, user discord.User, customID string, permissions discord.Permissions) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.mustChannel(ch)
+	m := c.message(message)
+	if m == nil {
+		panic(fmt.Sprintf("fakediscord: no message %s in channel %s", message, ch))
+	}
+	if !slices.ContainsFunc(m.Buttons(), func(b Button) bool { return b.ID == customID }) {
+		panic(fmt.Sprintf("fakediscord: message %s has no button %q", message, customID))
+	}
+	id := s.id().String()
+	s.pressed[id] = pressedMessage{channel: ch, message: message}
+	ev := map[string]any{
+		"id":             id,
+		"application_id": s.App.String(),
+		"type":           3,
+		"token":          "itoken-" + id,
+		"version":        1,
+		"channel_id":     ch.String(),
+		"data":           map[string]any{"custom_id": customID, "component_type": 2},
+		"message":        m.Message,
+	}
+	if c.GuildID.IsValid() {
+		ev["guild_id"] = c.GuildID.String()
+		ev["member"] = map[string]any{
+			"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339),
+			"permissions": strconv.FormatUint(uint64(permissions), 10),
+		}
+	} else {
+		ev["user"] = user
+	}
+	s.dispatchLocked("INTERACTION_CREATE", ev)
+	return id
+}
+
+// message finds a message of the channel by id; nil if there is none.
+func (c *channel) message(id discord.MessageID) *Message {
+	for _, m := range c.messages {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
 func (s *Server) mustChannel(id discord.ChannelID) *channel {
 	c, ok := s.channels[id]
 	if !ok {
@@ -375,6 +483,17 @@ func (s *Server) Messages(ch discord.ChannelID) []Message {
 		out = append(out, *m)
 	}
 	return out
+}
+
+// Message returns a message of a channel by id, as it is now.
+func (s *Server) Message(ch discord.ChannelID, id discord.MessageID) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mustChannel(ch).message(id)
+	if m == nil {
+		return Message{}, false
+	}
+	return *m, true
 }
 
 // BotMessages returns the bot's messages in a channel, oldest first.

@@ -48,6 +48,8 @@ type CoreOptions struct {
 	// EnvFile is the .env file in use; empty means config.DefaultEnvFile.
 	// With AGENT_USER, the start check makes sure the agent cannot read it.
 	EnvFile string
+	// Turns, if set, watches every CLI run (the schedule hold).
+	Turns agent.TurnWatcher
 }
 
 // NewBackend builds the backend the config selects, with the environment
@@ -148,6 +150,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		PermissionMode: cfg.PermissionMode,
 		MaxTurns:       cfg.MaxTurns,
 		Model:          cfg.Model,
+		Turns:          opts.Turns,
 	}, backend, sessions, opts.Replier, opts.Hooks, log.With().Str("component", "runtime").Logger())
 	if agentUser != nil {
 		rt.ShareSystemPromptWith(agentUser.GID)

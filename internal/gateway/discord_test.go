@@ -58,6 +58,9 @@ type harnessOptions struct {
 	configDir string
 	// signals, if set, stands for SIGINT and SIGTERM during the drain.
 	signals chan os.Signal
+	// backend, if set, replaces the in-process fake (e.g. a real adapter
+	// driving a scripted CLI).
+	backend backends.Backend
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
@@ -114,8 +117,12 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 	ready := make(chan struct{})
 	log := zerolog.New(h.logs)
 	go func() {
+		var backend backends.Backend = h.backend
+		if o.backend != nil {
+			backend = o.backend
+		}
 		h.done <- Run(ctx, cfg, Options{
-			Backend: h.backend,
+			Backend: backend,
 			Discord: gwdiscord.Options{
 				FastReconnect:   true,
 				TypingInterval:  50 * time.Millisecond,

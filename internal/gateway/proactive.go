@@ -2,13 +2,10 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -78,53 +75,6 @@ func describe(e queue.Event, what string) string {
 // other, its reply goes to the output channel.
 func lifecycleEvent(hook schedule.Hook, text, channel string) queue.Event {
 	return queue.Event{Kind: queue.KindHook, Source: "hook", Name: string(hook), Text: text, ChannelID: channel}
-}
-
-// watchConfig re-reads heartbeat.md and agents.md when their content
-// differs from last (polled every interval) or when reload receives a value
-// (SIGHUP), until ctx ends. Polling the content, not watching inodes,
-// follows editors that replace files and works on every filesystem.
-// reloaded, if set, runs after every reload.
-func watchConfig(ctx context.Context, dir string, last [32]byte, interval time.Duration, reload <-chan os.Signal, s *schedule.Scheduler, reloaded func(), log zerolog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reload:
-			log.Info().Msg("SIGHUP: reloading heartbeat.md and agents.md")
-		case <-t.C:
-			now := fingerprint(dir)
-			if now == last {
-				continue
-			}
-			log.Info().Msg("heartbeat.md or agents.md changed: reloading")
-		}
-		last = fingerprint(dir)
-		if err := s.Reload(dir); err != nil {
-			log.Error().Err(err).Msg("reload")
-		}
-		if reloaded != nil {
-			reloaded()
-		}
-	}
-}
-
-// fingerprint is a hash of the scheduler's files ("" for a missing one).
-func fingerprint(dir string) [32]byte {
-	h := sha256.New()
-	for _, name := range []string{schedule.HeartbeatFile, schedule.AgentsFile} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			b = []byte("\x00missing")
-		}
-		fmt.Fprintf(h, "%s:%d:", name, len(b))
-		h.Write(b)
-	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
 }
 
 // webhookServer listens on addr for POST /hooks/{name}.

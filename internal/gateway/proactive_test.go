@@ -115,7 +115,7 @@ func TestHeartbeatAddedWhileRunningStarts(t *testing.T) {
 		},
 	})
 	os.WriteFile(filepath.Join(h.cfg.ConfigDir, "heartbeat.md"), []byte("## late\nInterval: 300\nInstruction: Late check.\n"), 0o600)
-	h.fd.Wait(t, "the reload", waitLong, func() bool { return strings.Contains(h.logs.String(), "changed: reloading") })
+	h.fd.Wait(t, "the reload", waitLong, func() bool { return strings.Contains(h.logs.String(), "no agent turn running: applying it") })
 	advance(t, clock, 1, 300*time.Second)
 	msgs := h.waitReplies(h.channel, 1)
 	if msgs[0].Content != "echo: Late check." {
@@ -147,7 +147,7 @@ func TestWebhookEventIsAnsweredInItsChannel(t *testing.T) {
 	agents := "# Operating Rules\n\n## Webhooks\n\n### deploy\nSecret-Env: WEBHOOK_DEPLOY_SECRET\nChannel: " +
 		h.channel.String() + "\nInstruction: A deploy finished. Summarise it: {{payload}}\n"
 	os.WriteFile(filepath.Join(h.cfg.ConfigDir, "agents.md"), []byte(agents), 0o600)
-	h.fd.Wait(t, "the reload", waitLong, func() bool { return strings.Contains(h.logs.String(), "changed: reloading") })
+	h.fd.Wait(t, "the reload", waitLong, func() bool { return strings.Contains(h.logs.String(), "no agent turn running: applying it") })
 	url := "http://" + <-addr + "/hooks/deploy"
 
 	body := []byte(`{"service":"api","status":"ok"}`)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/hold"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/schedule"
 )
@@ -40,8 +41,8 @@ type Options struct {
 	Ready func()
 	// Clock drives heartbeats and cron jobs; nil is the real clock.
 	Clock clockwork.Clock
-	// ReloadInterval is how often heartbeat.md and agents.md are checked
-	// for edits. Zero: 2 s.
+	// ReloadInterval is how often heartbeat.md, agents.md and boot.md are
+	// checked for edits. Zero: 2 s.
 	ReloadInterval time.Duration
 	// WebhookReady, if set, is told the webhook listener's address.
 	WebhookReady func(addr string)
@@ -78,9 +79,31 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 			bot.Close() // stops its state saver
 		}
 	}()
+	// The schedule files are guarded before anything reads them: a held
+	// change the gateway stopped on is put back first (see internal/hold).
+	var sched *schedule.Scheduler
+	checkWebhooks := func() {
+		if cfg.WebhookAddr != "" && sched != nil {
+			logDisabledWebhooks(sched.Webhooks(), cfg.Lookup, log)
+		}
+	}
+	gate, err := hold.New(hold.Options{
+		Dir:          cfg.ConfigDir,
+		Channel:      cfg.OutputChannelID,
+		Approvers:    cfg.ApproverIDs,
+		AllowedUsers: cfg.AllowedUserIDs,
+		Reloaded:     checkWebhooks,
+		Log:          log.With().Str("component", "schedule").Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	bot.HandleButtons(hold.ButtonPrefix, func(ctx context.Context, p discord.Press) discord.PressAnswer {
+		a := gate.Press(ctx, hold.Press{ButtonID: p.ButtonID, UserID: p.UserID, ManageGuild: p.ManageGuild})
+		return discord.PressAnswer{Update: a.Update, Notice: a.Notice}
+	})
 	// The scheduler needs the queue, the queue's handler needs the
 	// scheduler (Done) and the hooks need the runtime: bind them in turn.
-	var sched *schedule.Scheduler
 	var finished atomic.Uint64 // events processed, for trimWhenIdle
 	hooks := &hookRunner{}
 	core, err := NewCore(cfg, CoreOptions{
@@ -88,6 +111,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Replier: bot,
 		Hooks:   hooks,
 		EnvFile: opts.EnvFile,
+		Turns:   gate,
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			if out.Interrupted {
 				bot.Unanswered(e)
@@ -116,16 +140,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	hooks.instruction, hooks.process = sched.Hook, core.Runtime.Process
-	loaded := fingerprint(cfg.ConfigDir)
-	if err := sched.Reload(cfg.ConfigDir); err != nil {
+	if err := gate.Start(sched); err != nil {
 		log.Error().Err(err).Msg("schedule")
 	}
-	checkWebhooks := func() {
-		if cfg.WebhookAddr != "" {
-			logDisabledWebhooks(sched.Webhooks(), cfg.Lookup, log)
-		}
-	}
-	checkWebhooks()
 	// Bind the webhook port before connecting, so a port in use fails the
 	// start at once; requests are served once Discord is ready.
 	var hooksHTTP *webhookServer
@@ -183,7 +200,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		reloadEvery = 2 * time.Second
 	}
 	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
-	go watchConfig(bgCtx, cfg.ConfigDir, loaded, reloadEvery, hup, sched, checkWebhooks, log.With().Str("component", "schedule").Logger())
+	gate.SetAsker(askIn{bot})
+	go gate.Run(bgCtx, reloadEvery, hup)
 	if hooksHTTP != nil {
 		hooksHTTP.Serve()
 		if opts.WebhookReady != nil {
@@ -276,4 +294,18 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		log.Info().Msg("stopped")
 	}
 	return errors.Join(errs...)
+}
+
+// askIn posts held schedule changes through the bot.
+type askIn struct{ bot *discord.Bot }
+
+func (a askIn) Ask(ctx context.Context, channel, text, apply, discard string) (string, error) {
+	return a.bot.PostButtons(ctx, channel, text, []discord.Button{
+		{ID: apply, Label: "Apply", Style: discord.ButtonSuccess},
+		{ID: discard, Label: "Discard", Style: discord.ButtonDanger},
+	})
+}
+
+func (a askIn) Edit(ctx context.Context, channel, message, text string) error {
+	return a.bot.EditMessage(ctx, channel, message, text)
 }

@@ -14,7 +14,7 @@ import (
 // ReadHeartbeats reads and parses heartbeat.md in dir. A missing file is an
 // error matching fs.ErrNotExist.
 func ReadHeartbeats(dir string) ([]Heartbeat, []Problem, error) {
-	text, err := readConfig(filepath.Join(dir, HeartbeatFile))
+	text, err := ReadFile(dir, HeartbeatFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -25,7 +25,7 @@ func ReadHeartbeats(dir string) ([]Heartbeat, []Problem, error) {
 // ReadAgents reads and parses the scheduled work in agents.md in dir. A
 // missing file is an error matching fs.ErrNotExist.
 func ReadAgents(dir string) (Agents, []Problem, error) {
-	text, err := readConfig(filepath.Join(dir, AgentsFile))
+	text, err := ReadFile(dir, AgentsFile)
 	if err != nil {
 		return Agents{}, nil, err
 	}
@@ -33,10 +33,12 @@ func ReadAgents(dir string) (Agents, []Problem, error) {
 	return a, problems, nil
 }
 
-// readConfig reads a config file: a regular file (so a FIFO cannot block
-// it) of at most persona.MaxFileSize bytes. A larger file is refused rather
-// than cut, since a cut could change what it schedules.
-func readConfig(path string) (string, error) {
+// ReadFile reads the config file name in dir: a regular file (so a FIFO
+// cannot block it) of at most persona.MaxFileSize bytes. A larger file is
+// refused rather than cut, since a cut could change what it schedules. A
+// missing file is an error matching fs.ErrNotExist.
+func ReadFile(dir, name string) (string, error) {
+	path := filepath.Join(dir, name)
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", err
@@ -59,7 +61,14 @@ func readConfig(path string) (string, error) {
 	return string(data), nil
 }
 
-// Reload reads heartbeat.md and agents.md from dir and applies them (see
+// Reload reads heartbeat.md and agents.md from dir and applies them; see
+// ReloadFrom.
+func (s *Scheduler) Reload(dir string) error {
+	return s.ReloadFrom(func(name string) (string, error) { return ReadFile(dir, name) })
+}
+
+// ReloadFrom reads heartbeat.md and agents.md through read (which returns
+// an error matching fs.ErrNotExist for a missing file) and applies them (see
 // Apply). Each file is handled on its own:
 //
 //   - A missing heartbeat.md means no heartbeats, a missing agents.md no
@@ -71,16 +80,26 @@ func readConfig(path string) (string, error) {
 //     items are applied despite its problems.
 //
 // The error is Apply's: items gocron refused.
-func (s *Scheduler) Reload(dir string) error {
+func (s *Scheduler) ReloadFrom(read func(name string) (string, error)) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	cfg := s.current
 
-	checks, problems, err := ReadHeartbeats(dir)
+	text, err := read(HeartbeatFile)
+	var checks []Heartbeat
+	var problems []Problem
+	if err == nil {
+		checks, problems = ParseHeartbeats(text)
+	}
 	if s.accept(HeartbeatFile, problems, err) {
 		cfg.Heartbeats = checks
 	}
-	agents, problems, err := ReadAgents(dir)
+	text, err = read(AgentsFile)
+	var agents Agents
+	problems = nil
+	if err == nil {
+		agents, problems = ParseAgents(text)
+	}
 	if s.accept(AgentsFile, problems, err) {
 		cfg.Agents = agents
 	}
