@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -179,7 +180,7 @@ func RemoveStalePromptFiles(dir string, log zerolog.Logger) {
 	}
 	matches, err := filepath.Glob(filepath.Join(dir, promptFilePrefix+"*.md"))
 	if err != nil {
-		log.Warn().Err(err).Str("dir", dir).Msg("look for stale system prompt files")
+		log.Warn().Err(err).Msg("look for stale system prompt files in the temp dir")
 		return
 	}
 	self := os.Getpid()
@@ -199,13 +200,13 @@ func RemoveStalePromptFiles(dir string, log zerolog.Logger) {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			log.Warn().Err(err).Str("file", path).Msg("remove stale system prompt file")
+			log.Warn().Err(withoutPath(err)).Str("file", filepath.Base(path)).Msg("remove stale system prompt file in the temp dir")
 			continue
 		}
 		removed++
 	}
 	if removed > 0 {
-		log.Info().Int("files", removed).Str("dir", dir).Msg("removed system prompt files left by a gateway that no longer runs")
+		log.Info().Int("files", removed).Msg("removed system prompt files left in the temp dir by a gateway that no longer runs")
 	}
 }
 
@@ -231,4 +232,14 @@ func promptFileOwner(name string) (int, bool) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// withoutPath drops the path from a file error: log lines name files, not
+// where they are on the server.
+func withoutPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }

@@ -131,6 +131,9 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		OnDone:  func(_ queue.Event, out agent.Outcome) { done <- out },
 		EnvFile: opts.envFile,
 	}, log)
+	if agentUserProblem(err) {
+		return &configError{err}
+	}
 	if err != nil {
 		return err
 	}

@@ -153,6 +153,8 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
 		checks = append(checks, fileModeChecks(cfg, opts.envFile)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
+		checks = append(checks, holdChecks(cfg)...)
+		checks = append(checks, agentUserChecks(cfg, opts.envFile)...)
 		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
 		names := []string{cfg.Backend}
 		if opts.all {

@@ -2,13 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/user"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentgateway/gateway/internal/agentuser"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/dirlock"
 	"github.com/agentgateway/gateway/internal/gateway"
@@ -54,7 +57,23 @@ func runRun(ctx context.Context, opts runOptions) error {
 	defer lock.Release()
 	becomeNonDumpable(log)
 	becomeSubreaper(log)
-	return gateway.Run(ctx, cfg, gateway.Options{EnvFile: opts.envFile}, log)
+	err = gateway.Run(ctx, cfg, gateway.Options{EnvFile: opts.envFile}, log)
+	// An AGENT_USER setup that does not hold is the operator's to fix,
+	// like a bad setting.
+	if agentUserProblem(err) {
+		return &configError{err}
+	}
+	return err
+}
+
+// agentUserProblem reports whether err is AGENT_USER's: no such user, root,
+// or a setup that does not keep the agent away from the gateway's files.
+func agentUserProblem(err error) bool {
+	var unsafe *agentuser.CheckError
+	var unknownName user.UnknownUserError
+	var unknownID user.UnknownUserIdError
+	return errors.As(err, &unsafe) || errors.As(err, &unknownName) || errors.As(err, &unknownID) ||
+		errors.Is(err, agentuser.ErrRoot)
 }
 
 // becomeSubreaper makes the gateway the parent of what its agent CLIs

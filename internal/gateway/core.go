@@ -82,9 +82,11 @@ func RunAs(cfg *config.Config) (*backends.RunAs, error) {
 	return &backends.RunAs{Name: u.Name, Home: u.Home, Credential: *u.Credential()}, nil
 }
 
-// checkAgentUser runs the start check of AGENT_USER (agentuser.Check): an
-// error lists every problem with its fix. Nil when AGENT_USER is not set.
-func checkAgentUser(cfg *config.Config, envFile string) (*agentuser.User, error) {
+// CheckAgentUser runs the start check of AGENT_USER (agentuser.Check), as
+// `gateway run` does and doctor reports it: an error (an
+// *agentuser.CheckError when the user exists) lists every problem with its
+// fix. Nil when AGENT_USER is not set.
+func CheckAgentUser(cfg *config.Config, envFile string) (*agentuser.User, error) {
 	if cfg.AgentUser == "" {
 		return nil, nil
 	}
@@ -117,7 +119,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		return nil, fmt.Errorf("bootstrap %s: %w", cfg.ConfigDir, err)
 	}
 	// After the bootstrap, so the files it created are judged too.
-	agentUser, err := checkAgentUser(cfg, opts.EnvFile)
+	agentUser, err := CheckAgentUser(cfg, opts.EnvFile)
 	if err != nil {
 		return nil, err
 	}

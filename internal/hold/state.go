@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -38,6 +39,22 @@ type Hold struct {
 // stateFile is the JSON kept at Options.StatePath.
 type stateFile struct {
 	Holds []*Hold `json:"holds"`
+}
+
+// ReadPending returns the holds kept in dir's state file, by file name
+// order (for doctor; a running gateway may change them at any time).
+func ReadPending(dir string) ([]Hold, error) {
+	holds, err := loadHolds(filepath.Join(dir, StateFile))
+	if err != nil {
+		return nil, err
+	}
+	var out []Hold
+	for _, name := range Files {
+		if h := holds[name]; h != nil {
+			out = append(out, *h)
+		}
+	}
+	return out, nil
 }
 
 // loadHolds reads the pending holds by file; a missing state file is none.

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/agentgateway/gateway/internal/agentuser"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/gateway"
+	"github.com/agentgateway/gateway/internal/hold"
+)
+
+// agentUserChecks runs the start check of AGENT_USER, as `gateway run`
+// would: one failed check per problem, each with its fix.
+func agentUserChecks(cfg *config.Config, envFile string) []check {
+	if cfg.AgentUser == "" {
+		return nil
+	}
+	const need = "an AGENT_USER setup that holds"
+	u, err := gateway.CheckAgentUser(cfg, envFile)
+	var unsafe *agentuser.CheckError
+	switch {
+	case errors.As(err, &unsafe):
+		var out []check
+		for _, p := range unsafe.Problems {
+			out = append(out, check{Name: "agent-user", Detail: p.String(), need: need})
+		}
+		return out
+	case err != nil:
+		return []check{{Name: "agent-user", Detail: err.Error(), need: need}}
+	}
+	return []check{{Name: "agent-user", OK: true,
+		Detail: fmt.Sprintf("the agent CLIs run as %s (uid %d); it can reach its files and none of the gateway's", u.Name, u.UID)}}
+}
+
+// holdChecks lists the schedule changes the agent made that wait for an
+// approver's Apply or Discard.
+func holdChecks(cfg *config.Config) []check {
+	holds, err := hold.ReadPending(cfg.ConfigDir)
+	if err != nil {
+		return []check{{Name: "schedule", Warning: true, Detail: err.Error()}}
+	}
+	var out []check
+	for _, h := range holds {
+		where := "not posted yet: set OUTPUT_CHANNEL_ID"
+		if h.Message != "" {
+			where = "Apply or Discard in channel " + h.Channel
+		}
+		out = append(out, check{Name: "schedule", Warning: true,
+			Detail: fmt.Sprintf("a change to %s made during an agent turn is held since %s (%s)", h.File, h.Created.Format("2006-01-02 15:04 MST"), where)})
+	}
+	return out
+}
