@@ -111,6 +111,7 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		Stdin:      strings.NewReader(req.Prompt),
 		Grace:      c.opts.KillGrace,
 		Credential: c.opts.credential(),
+		Owner:      c.opts.Owner,
 	})
 	if err != nil {
 		if ctxErr := contextError(ctx, context.Cause(ctx)); ctxErr != nil {

@@ -155,6 +155,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 		Stdin:      strings.NewReader(req.Prompt),
 		Grace:      c.opts.KillGrace,
 		Credential: c.opts.credential(),
+		Owner:      c.opts.Owner,
 	})
 	if err != nil {
 		if ctxErr := codexContextError(ctx, context.Cause(ctx)); ctxErr != nil {

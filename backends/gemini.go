@@ -176,6 +176,7 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		Stdin:      strings.NewReader(req.Prompt),
 		Grace:      g.opts.KillGrace,
 		Credential: g.opts.credential(),
+		Owner:      g.opts.Owner,
 	})
 	if err != nil {
 		if ctxErr := geminiContextError(ctx, context.Cause(ctx)); ctxErr != nil {
@@ -394,6 +395,7 @@ func (g *Gemini) exportPrompt(ctx context.Context, bin, dir string, args []strin
 		Stdin:      strings.NewReader("."),
 		Grace:      g.opts.KillGrace,
 		Credential: g.opts.credential(),
+		Owner:      g.opts.Owner,
 	})
 	if err != nil {
 		return "", fmt.Errorf("start gemini to export its system prompt: %w", err)

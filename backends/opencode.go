@@ -114,6 +114,7 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 		Stdin:      strings.NewReader(req.Prompt),
 		Grace:      o.opts.KillGrace,
 		Credential: o.opts.credential(),
+		Owner:      o.opts.Owner,
 	})
 	if err != nil {
 		if ctxErr := opencodeContextError(ctx, context.Cause(ctx)); ctxErr != nil {

@@ -111,6 +111,7 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 		Stdin:      strings.NewReader(req.Prompt),
 		Grace:      p.opts.KillGrace,
 		Credential: p.opts.credential(),
+		Owner:      p.opts.Owner,
 	})
 	if err != nil {
 		if ctxErr := piContextError(ctx, context.Cause(ctx)); ctxErr != nil {

@@ -27,6 +27,10 @@ type Options struct {
 	// the adapter writes for a run are shared with the user's primary
 	// group. Nil runs the CLIs as the gateway's user.
 	RunAs *RunAs
+	// Owner marks every CLI process the adapter starts, and their
+	// descendants (proc.Spec.Owner), so that a gateway killed mid-turn
+	// leaves nothing the next start cannot find.
+	Owner string
 }
 
 // Factory builds a backend from options.

@@ -86,6 +86,14 @@ type Config struct {
 	// the agent made (APPROVER_IDS); empty means the allowlisted users, or,
 	// without a user allowlist, members with the Manage Server permission.
 	ApproverIDs []string
+	// InboxRetention and InboxMaxEvents bound the finished events the
+	// inbox keeps (INBOX_RETENTION, INBOX_MAX_EVENTS): for de-duplication
+	// and doctor; unfinished events are always kept.
+	InboxRetention time.Duration
+	InboxMaxEvents int
+	// CatchUpMaxAge skips prompts missed while disconnected that are older
+	// than this (CATCH_UP_MAX_AGE).
+	CatchUpMaxAge time.Duration
 	// DiscordAPIBaseURL and DiscordGatewayURL replace Discord's endpoints
 	// (tests point them at a fake); empty means the real Discord.
 	DiscordAPIBaseURL string

@@ -70,6 +70,9 @@ func defaultConfig(t testing.TB) *Config {
 		MaxQueueDepth:    100,
 		MaxChannelQueue:  10,
 		MaxReplyMessages: 10,
+		InboxRetention:   168 * time.Hour,
+		InboxMaxEvents:   10000,
+		CatchUpMaxAge:    6 * time.Hour,
 		Backend:          "claude",
 		MaxTurns:         25,
 		LogLevel:         "info",
@@ -682,6 +685,9 @@ func TestRedacted(t *testing.T) {
 		"ALLOWED_CHANNEL_IDS=",
 		"ALLOWED_GUILD_IDS=",
 		"APPROVER_IDS=",
+		"INBOX_RETENTION=168h0m0s",
+		"INBOX_MAX_EVENTS=10000",
+		"CATCH_UP_MAX_AGE=6h0m0s",
 		"DISCORD_API_BASE_URL=http://127.0.0.1:3000/api",
 		"DISCORD_GATEWAY_URL=wss://<redacted>@gw.example/x",
 		"WEBHOOK_ADDR=",
@@ -921,6 +927,18 @@ var generators = []generator{
 	{EnvApproverIDs, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		raw, ids := randIDs(r)
 		return raw, func(_ testing.TB, c *Config) { c.ApproverIDs = ids }
+	}},
+	{EnvInboxRetention, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		d := time.Duration(1+r.IntN(1000)) * time.Minute
+		return d.String(), func(_ testing.TB, c *Config) { c.InboxRetention = d }
+	}},
+	{EnvInboxMaxEvents, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := 1 + r.IntN(100000)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.InboxMaxEvents = n }
+	}},
+	{EnvCatchUpMaxAge, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		d := time.Duration(1+r.IntN(48)) * time.Hour
+		return d.String(), func(_ testing.TB, c *Config) { c.CatchUpMaxAge = d }
 	}},
 	{EnvDiscordAPIBaseURL, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := fmt.Sprintf("%s://%s:%d/%s", randPick(r, []string{"http", "https"}), randString(r, "abcdef.", 1, 12), 1+r.IntN(65535), randString(r, "abc/", 0, 10))

@@ -23,6 +23,9 @@ const (
 	EnvAllowedChannelIDs = "ALLOWED_CHANNEL_IDS"
 	EnvAllowedGuildIDs   = "ALLOWED_GUILD_IDS"
 	EnvApproverIDs       = "APPROVER_IDS"
+	EnvInboxRetention    = "INBOX_RETENTION"
+	EnvInboxMaxEvents    = "INBOX_MAX_EVENTS"
+	EnvCatchUpMaxAge     = "CATCH_UP_MAX_AGE"
 	EnvDiscordAPIBaseURL = "DISCORD_API_BASE_URL"
 	EnvDiscordGatewayURL = "DISCORD_GATEWAY_URL"
 	EnvWebhookAddr       = "WEBHOOK_ADDR"
@@ -67,6 +70,9 @@ var keys = []string{
 	EnvAllowedChannelIDs,
 	EnvAllowedGuildIDs,
 	EnvApproverIDs,
+	EnvInboxRetention,
+	EnvInboxMaxEvents,
+	EnvCatchUpMaxAge,
 	EnvDiscordAPIBaseURL,
 	EnvDiscordGatewayURL,
 	EnvWebhookAddr,

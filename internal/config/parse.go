@@ -65,6 +65,9 @@ func (p *parser) parse() *Config {
 		AllowedChannelIDs: field(p, EnvAllowedChannelIDs, parseIDs),
 		AllowedGuildIDs:   field(p, EnvAllowedGuildIDs, parseIDs),
 		ApproverIDs:       field(p, EnvApproverIDs, parseIDs),
+		InboxRetention:    field(p, EnvInboxRetention, parseDuration),
+		InboxMaxEvents:    field(p, EnvInboxMaxEvents, parseCount),
+		CatchUpMaxAge:     field(p, EnvCatchUpMaxAge, parseDuration),
 		DiscordAPIBaseURL: field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
 		DiscordGatewayURL: field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
 		WebhookAddr:       field(p, EnvWebhookAddr, parseAddr),
@@ -151,6 +154,18 @@ func parseMillis(name, s string) (time.Duration, error) {
 		return 0, varErrorf(name, "%s must be at least 1, got %d", name, n)
 	}
 	return time.Duration(n) * time.Millisecond, nil
+}
+
+// parseDuration parses a positive Go duration such as 90m or 168h.
+func parseDuration(name, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, varErrorf(name, "%s: %s is not a duration (write it like 30m, 6h or 168h)", name, quote(s))
+	case d <= 0:
+		return 0, varErrorf(name, "%s must be longer than zero, got %s", name, quote(s))
+	}
+	return d, nil
 }
 
 // parseChoice accepts one of choices, in any case, and returns its

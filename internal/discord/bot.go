@@ -100,6 +100,17 @@ type Options struct {
 	StatePath string
 	// MaxCatchUpAge skips missed prompts older than this; zero means 6 h.
 	MaxCatchUpAge time.Duration
+	// Seen, if set, keeps the newest message seen per channel instead of
+	// StatePath (the gateway's inbox, which records it with the events).
+	Seen SeenStore
+	// Deliveries, if set, records each reply and the delivery of each of
+	// its messages, so that a restart finishes a reply without posting any
+	// message twice (see Resume).
+	Deliveries DeliveryLog
+	// NoncePrefix starts every message nonce. It must be unique to the
+	// store that numbers events (the inbox's), so that nonces never repeat
+	// across restarts. Empty: random per process.
+	NoncePrefix string
 	// FastReconnect drops arikawa's identify throttle and shortens its
 	// reconnect delay; only for tests against a local fake.
 	FastReconnect bool
@@ -110,6 +121,27 @@ type Intake interface {
 	Enqueue(queue.Event) (queue.Receipt, error)
 	// Stop cancels the lane's running event and drops its waiting ones.
 	Stop(lane string) (running bool, dropped []queue.Event)
+}
+
+// SeenMessage is the newest message seen in a channel.
+type SeenMessage struct{ Channel, Message, Guild string }
+
+// SeenStore keeps the newest message seen per channel across restarts.
+type SeenStore interface {
+	LastSeen() []SeenMessage
+	SaveSeen([]SeenMessage) error
+}
+
+// DeliveryLog records what happens to replies (see Options.Deliveries).
+// Replied is called before a reply is handed to the outbox; Delivered after
+// each of its messages was posted (chunk counts from 0); Settled once the
+// reply was posted whole (delivered) or given up on (Discord refused it, or
+// did not take it within the delivery window), but not when the bot stopped
+// with the reply still pending: a restart delivers that one.
+type DeliveryLog interface {
+	Replied(event uint64, text string) error
+	Delivered(event uint64, chunk int, messageID string)
+	Settled(event uint64, delivered bool)
 }
 
 // SessionResetter forgets a channel's session binding.
@@ -270,13 +302,17 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	cab.VoiceStateStore = store.Noop
 	cab.EmojiStore = store.Noop
 
-	var nonce [4]byte
-	rand.Read(nonce[:])
+	prefix := opts.NoncePrefix
+	if prefix == "" {
+		var nonce [4]byte
+		rand.Read(nonce[:])
+		prefix = hex.EncodeToString(nonce[:])
+	}
 	b := &Bot{
 		opts:         opts,
 		state:        state.NewFromSession(sess, cab),
 		log:          log,
-		noncePrefix:  hex.EncodeToString(nonce[:]),
+		noncePrefix:  prefix,
 		lastSeen:     make(map[discord.ChannelID]seen),
 		marks:        make(map[uint64]*mark),
 		typing:       make(map[uint64]context.CancelFunc),
@@ -286,7 +322,21 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		out:          newOutbox(),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	if opts.StatePath != "" {
+	switch {
+	case opts.Seen != nil:
+		for _, sm := range opts.Seen.LastSeen() {
+			ch, err1 := discord.ParseSnowflake(sm.Channel)
+			msg, err2 := discord.ParseSnowflake(sm.Message)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			guild, _ := discord.ParseSnowflake(sm.Guild)
+			b.lastSeen[discord.ChannelID(ch)] = seen{message: discord.MessageID(msg), guild: discord.GuildID(guild)}
+		}
+		b.restored = len(b.lastSeen) > 0
+		b.persisted = make(chan struct{})
+		go b.persist(5 * time.Second)
+	case opts.StatePath != "":
 		last, err := loadState(opts.StatePath)
 		if err != nil {
 			log.Warn().Err(withoutPath(err)).Str("file", StateFile).Msg("ignoring the Discord state file: prompts sent while the gateway was down are not answered")

@@ -134,6 +134,7 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		Text:      prompt,
 		UserID:    m.Author.ID.String(),
 		ReplyTo:   m.ID.String(),
+		Key:       MessageKey(m.ID.String()),
 	}
 	if m.GuildID.IsValid() {
 		e.GuildID = m.GuildID.String()
@@ -142,6 +143,12 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	rcpt, err := b.intake.Enqueue(e)
+	if errors.Is(err, queue.ErrDuplicate) {
+		// Accepted by an earlier run (fetched again by the catch-up): it
+		// is answered from the inbox.
+		log.Debug().Msg("prompt accepted before; not taken again")
+		return
+	}
 	if err != nil {
 		var full *queue.FullError
 		notify := !errors.As(err, &full) || b.busyNoticeDueLocked(m.ChannelID)
@@ -160,6 +167,10 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		}()
 	}
 }
+
+// MessageKey is the de-duplication key (queue.Event.Key) of the prompt in
+// a Discord message.
+func MessageKey(message string) string { return "discord:message:" + message }
 
 // refuse answers a prompt the queue did not take. A full queue is told in
 // words when notify is set, else with refusedEmoji only.
@@ -186,7 +197,7 @@ func (b *Bot) refuse(channel discord.ChannelID, message discord.MessageID, err e
 
 // notice sends a short gateway message in reply to a prompt.
 func (b *Bot) notice(channel discord.ChannelID, message discord.MessageID, text string) {
-	if err := b.post(b.ctx, channel, message, part{content: text}, b.noticeNonce(message)); err != nil {
+	if _, err := b.post(b.ctx, channel, message, part{content: text}, b.noticeNonce(message)); err != nil {
 		b.log.Warn().Err(err).Str("channel", channel.String()).Int("length", len(text)).Msg("notice not delivered")
 	}
 }
@@ -439,6 +450,7 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 		Text:      prompt,
 		UserID:    user.String(),
 		ReplyTo:   key,
+		Key:       "discord:" + key,
 	}
 	if ev.GuildID.IsValid() {
 		e.GuildID = ev.GuildID.String()

@@ -39,6 +39,8 @@ type messageCreate struct {
 	AllowedMentions  *api.AllowedMentions `json:"allowed_mentions"`
 	MessageReference *messageReference    `json:"message_reference,omitempty"`
 	Attachments      []attachmentRef      `json:"attachments,omitempty"`
+	// Components are buttons (Notify's Retry); nil for replies.
+	Components discord.ContainerComponents `json:"components,omitempty"`
 }
 
 // webhookMessage is the body of an interaction's response edit and
@@ -165,7 +167,45 @@ func (b *Bot) Reply(_ context.Context, e queue.Event, text string) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	d := &delivery{event: e.ID, channel: discord.ChannelID(channel), parts: parts, length: len(text)}
+	if b.opts.Deliveries != nil {
+		if err := b.opts.Deliveries.Replied(e.ID, text); err != nil {
+			b.log.Error().Err(err).Uint64("event", e.ID).Msg("could not record the reply before delivering it; a restart now may post it again")
+		}
+	}
+	return b.hand(e, discord.ChannelID(channel), text, parts, 0)
+}
+
+// Resume delivers a reply a previous run recorded (DeliveryLog.Replied)
+// and did not finish: the messages of text from the first one not recorded
+// as delivered on, with the nonces the previous run used, so a message
+// Discord took just before a crash is not posted twice. A slash command's
+// reply goes to its channel (the interaction's token did not survive).
+func (b *Bot) Resume(e queue.Event, text string, delivered map[int]string) error {
+	channel, err := discord.ParseSnowflake(e.ChannelID)
+	if err != nil {
+		return fmt.Errorf("resume reply to event %d: invalid channel id %q", e.ID, e.ChannelID)
+	}
+	parts := planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit)
+	next := 0
+	for next < len(parts) {
+		if _, ok := delivered[next]; !ok {
+			break
+		}
+		next++
+	}
+	if next == len(parts) {
+		if b.opts.Deliveries != nil {
+			b.opts.Deliveries.Settled(e.ID, true)
+		}
+		return nil
+	}
+	b.log.Info().Uint64("event", e.ID).Int("messages_left", len(parts)-next).Msg("delivering a reply the previous run did not finish")
+	return b.hand(e, discord.ChannelID(channel), text, parts, next)
+}
+
+// hand gives a reply to its channel's delivery goroutine, from part next.
+func (b *Bot) hand(e queue.Event, channel discord.ChannelID, text string, parts []part, next int) error {
+	d := &delivery{event: e.ID, channel: channel, parts: parts, next: next, length: len(text)}
 	for _, p := range parts {
 		d.size += p.size()
 	}
@@ -333,6 +373,7 @@ func (b *Bot) deliver(d *delivery) {
 			if attempt > 1 {
 				log.Info().Int("attempts", attempt).Dur("after", b.clock.Since(start)).Msg("pending reply delivered")
 			}
+			b.settled(d, true)
 			return
 		}
 		if b.ctx.Err() != nil {
@@ -342,12 +383,14 @@ func (b *Bot) deliver(d *delivery) {
 		if !ok {
 			log.Error().Str("error", scrub(err, d.token)).Int("messages_left", len(d.parts)-d.next).
 				Msg("reply not delivered: Discord refused it")
+			b.settled(d, false)
 			return
 		}
 		now := b.clock.Now()
 		if !now.Before(deadline) {
 			log.Error().Str("error", scrub(err, d.token)).Int("attempts", attempt).Int("messages_left", len(d.parts)-d.next).
 				Dur("window", b.opts.DeliveryWindow).Msg("reply dropped: Discord did not take it in time")
+			b.settled(d, false)
 			return
 		}
 		wait = min(wait, deadline.Sub(now))
@@ -355,6 +398,19 @@ func (b *Bot) deliver(d *delivery) {
 			Time("next_retry", now.Add(wait)).Bool("pending", true).
 			Msg("reply not delivered yet: Discord unavailable, retrying")
 		b.waitRetry(wait, !rateLimited(err), log)
+	}
+}
+
+func (b *Bot) settled(d *delivery, delivered bool) {
+	if b.opts.Deliveries != nil {
+		b.opts.Deliveries.Settled(d.event, delivered)
+	}
+}
+
+// posted records that part n of d is on Discord as message id.
+func (b *Bot) posted(d *delivery, n int, id discord.MessageID) {
+	if b.opts.Deliveries != nil {
+		b.opts.Deliveries.Delivered(d.event, n, id.String())
 	}
 }
 
@@ -435,9 +491,11 @@ func (b *Bot) attempt(ctx context.Context, d *delivery, log zerolog.Logger) erro
 		if d.next == 0 {
 			ref = d.ref
 		}
-		if err := b.post(ctx, d.channel, ref, d.parts[d.next], b.nonce(d.event, d.next)); err != nil {
+		id, err := b.post(ctx, d.channel, ref, d.parts[d.next], b.nonce(d.event, d.next))
+		if err != nil {
 			return fmt.Errorf("message %d of %d: %w", d.next+1, len(d.parts), err)
 		}
+		b.posted(d, d.next, id)
 		d.next++
 	}
 	return nil
@@ -460,7 +518,8 @@ func (b *Bot) answer(ctx context.Context, d *delivery, log zerolog.Logger) error
 			d.in = nil
 			return nil
 		}
-		if err := b.webhookSend(ctx, in, d.next == 0, d.parts[d.next]); err != nil {
+		id, err := b.webhookSend(ctx, in, d.next == 0, d.parts[d.next])
+		if err != nil {
 			if _, ok := b.retryDelay(err, 1); ok {
 				return fmt.Errorf("slash command answer %d of %d: %w", d.next+1, len(d.parts), err)
 			}
@@ -468,6 +527,7 @@ func (b *Bot) answer(ctx context.Context, d *delivery, log zerolog.Logger) error
 			d.in = nil
 			return nil
 		}
+		b.posted(d, d.next, id)
 		d.next++
 	}
 	return nil
@@ -484,7 +544,7 @@ func (b *Bot) answerNotice(in *interaction, text string) {
 	if !b.clock.Now().Before(in.expires) {
 		return
 	}
-	if err := b.webhookSend(b.ctx, in, true, part{content: text}); err != nil {
+	if _, err := b.webhookSend(b.ctx, in, true, part{content: text}); err != nil {
 		b.log.Warn().Str("error", scrub(err, in.token)).Str("channel", in.channel.String()).
 			Int("length", len(text)).Msg("slash command notice not delivered")
 	}
@@ -502,8 +562,8 @@ func (b *Bot) takeInteraction(key string) *interaction {
 }
 
 // post sends one message in a channel with an enforced nonce and no pings,
-// its file (if any) uploaded with it.
-func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string) error {
+// its file (if any) uploaded with it, and returns the message's id.
+func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string) (discord.MessageID, error) {
 	body := messageCreate{
 		Content:         p.content,
 		Nonce:           nonce,
@@ -516,26 +576,28 @@ func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.M
 	}
 	opts, err := withBody(body, p.file)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var msg discord.Message
-	return b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+channel.String()+"/messages", opts...)
+	err = b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+channel.String()+"/messages", opts...)
+	return msg.ID, err
 }
 
 // webhookSend edits an interaction's original response (original) or
-// posts a follow-up, with no pings.
-func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p part) error {
+// posts a follow-up, with no pings, and returns the message's id.
+func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p part) (discord.MessageID, error) {
 	body := webhookMessage{Content: p.content, AllowedMentions: noPings(false), Attachments: attachments(p.file)}
 	opts, err := withBody(body, p.file)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	method, url := "POST", api.EndpointWebhooks+in.app.String()+"/"+in.token
 	if original {
 		method, url = "PATCH", url+"/messages/@original"
 	}
 	var msg discord.Message
-	return b.client(ctx).RequestJSON(&msg, method, url, opts...)
+	err = b.client(ctx).RequestJSON(&msg, method, url, opts...)
+	return msg.ID, err
 }
 
 func attachments(f *file) []attachmentRef {

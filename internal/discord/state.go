@@ -101,6 +101,16 @@ func (b *Bot) saveIfDirty() {
 		snapshot[ch] = s
 	}
 	b.mu.Unlock()
+	if b.opts.Seen != nil {
+		batch := make([]SeenMessage, 0, len(snapshot))
+		for ch, s := range snapshot {
+			batch = append(batch, SeenMessage{Channel: ch.String(), Message: s.message.String(), Guild: guildString(s.guild)})
+		}
+		if err := b.opts.Seen.SaveSeen(batch); err != nil {
+			b.log.Warn().Err(err).Msg("could not record the newest messages seen; a restart may fetch them again")
+		}
+		return
+	}
 	if err := saveState(b.opts.StatePath, snapshot); err != nil {
 		b.log.Warn().Err(withoutPath(err)).Str("file", StateFile).
 			Msg("could not save the Discord state; prompts sent while the gateway is down may be missed")
@@ -114,4 +124,11 @@ func withoutPath(err error) error {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
 	return err
+}
+
+func guildString(g discord.GuildID) string {
+	if !g.IsValid() {
+		return ""
+	}
+	return g.String()
 }

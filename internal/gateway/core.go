@@ -48,8 +48,14 @@ type CoreOptions struct {
 	// EnvFile is the .env file in use; empty means config.DefaultEnvFile.
 	// With AGENT_USER, the start check makes sure the agent cannot read it.
 	EnvFile string
-	// Turns, if set, watches every CLI run (the schedule hold).
+	// Turns, if set, watches every CLI run (the schedule hold, the inbox).
 	Turns agent.TurnWatcher
+	// Journal, if set, records every event before the queue accepts it
+	// (the inbox); StartID is its highest event id.
+	Journal queue.Journal
+	StartID uint64
+	// OnStart, if set, is called when an event's turn is about to start.
+	OnStart func(queue.Event)
 }
 
 // NewBackend builds the backend the config selects, with the environment
@@ -66,6 +72,7 @@ func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error
 		Env:    append(os.Environ(), cfg.BackendEnv()...),
 		Log:    log.With().Str("component", "backend").Str("backend", cfg.Backend).Logger(),
 		RunAs:  runAs,
+		Owner:  Owner(cfg),
 	})
 }
 
@@ -157,15 +164,22 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	if agentUser != nil {
 		rt.ShareSystemPromptWith(agentUser.GID)
 	}
-	handle := rt.Handle
-	if opts.OnDone != nil {
-		handle = func(ctx context.Context, e queue.Event) { opts.OnDone(e, rt.Process(ctx, e)) }
+	handle := func(ctx context.Context, e queue.Event) {
+		if opts.OnStart != nil {
+			opts.OnStart(e)
+		}
+		out := rt.Process(ctx, e)
+		if opts.OnDone != nil {
+			opts.OnDone(e, out)
+		}
 	}
 	q := queue.New(queue.Options{
 		MaxDepth:      cfg.MaxQueueDepth,
 		MaxPerLane:    cfg.MaxChannelQueue,
 		MaxConcurrent: cfg.MaxConcurrent,
 		Left:          opts.Left,
+		Journal:       opts.Journal,
+		StartID:       opts.StartID,
 	}, handle)
 	return &Core{Queue: q, Runtime: rt, Sessions: sessions, Backend: backend}, nil
 }

@@ -3,10 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -62,12 +60,26 @@ type Options struct {
 // clean shutdown and an error if Discord cannot be reached or closes the
 // connection for good (a rejected token, a missing intent).
 func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logger) error {
+	// The inbox first: every event is stored there before it is
+	// acknowledged, and what a previous run left is taken up below.
+	in, err := OpenInbox(cfg)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if dropped := in.Recovered(); dropped > 0 {
+		log.Warn().Int64("bytes", dropped).Msg("the inbox ended in a record torn by a crash: cut it off (at most one event the gateway had not yet acknowledged)")
+	}
+	killLeftovers(cfg, log)
+	durable := newDurable(in, log.With().Str("component", "inbox").Logger())
+
 	dopts := opts.Discord
 	dopts.Token = cfg.DiscordToken
 	dopts.APIBaseURL = cfg.DiscordAPIBaseURL
 	dopts.GatewayURL = cfg.DiscordGatewayURL
 	dopts.Access = discord.NewAccess(cfg.AllowedUserIDs, cfg.AllowedChannelIDs, cfg.AllowedGuildIDs)
-	dopts.StatePath = filepath.Join(cfg.ConfigDir, discord.StateFile)
+	dopts.Seen, dopts.Deliveries, dopts.NoncePrefix = durable, durable, in.NoncePrefix()
+	dopts.MaxCatchUpAge = cfg.CatchUpMaxAge
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {
@@ -111,20 +123,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Replier: bot,
 		Hooks:   hooks,
 		EnvFile: opts.EnvFile,
-		Turns:   gate,
+		Turns:   turnWatchers{gate, durable},
+		Journal: durable,
+		StartID: in.LastID(),
+		OnStart: durable.started,
 		OnDone: func(e queue.Event, out agent.Outcome) {
-			if out.Interrupted {
-				bot.Unanswered(e)
-			}
+			durable.done(e, out)
 			finished.Add(1)
 		},
 		// Whatever became of an event, its producer lets go of it: a
 		// heartbeat dropped by /claude-stop or at shutdown fires again.
+		// One dropped at shutdown stays in the inbox for the next start.
 		Left: func(e queue.Event, fate queue.Fate) {
 			sched.Done(e.ID)
-			if fate == queue.Dropped {
-				bot.Unanswered(e)
-			}
+			durable.left(e, fate)
 		},
 	}, log)
 	if err != nil {
@@ -156,6 +168,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		}
 		defer hooksHTTP.Close(context.Background())
 	}
+
+	// What the previous run left: turns to run again go first in their
+	// lanes; deliveries and notices wait for Discord.
+	plan := planResume(in.Unfinished())
+	for _, e := range plan.rerun {
+		core.Queue.Restore(e)
+	}
+	if n := len(plan.rerun) + len(plan.deliver) + len(plan.interrupted) + len(plan.dead); n > 0 {
+		log.Info().Int("rerun", len(plan.rerun)).Int("deliver", len(plan.deliver)).
+			Int("interrupted", len(plan.interrupted)).Int("dead_letters", len(plan.dead)).
+			Msg("taking up the events the previous run did not finish")
+	}
+	retry := &retrier{in: in, enqueue: core.Queue.Enqueue, approvers: cfg.ApproverIDs, log: log}
+	bot.HandleButtons(discord.RetryPrefix, retry.press)
 
 	// Runs get their own context: a signal starts the graceful shutdown,
 	// it does not cancel the agent mid-turn. Cancelling it stops every run
@@ -208,6 +234,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 			opts.WebhookReady(hooksHTTP.Addr())
 		}
 	}
+
+	res := &resumer{d: durable, notify: bot, deliver: bot.Resume, log: log}
+	go res.run(bgCtx, plan)
 
 	log.Info().Str("backend", core.Backend.Name()).Msg("gateway running")
 	if text := sched.Hook(schedule.HookStartup); text != "" {
@@ -271,14 +300,19 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}()
 	var errs []error
 	if err := core.Shutdown(drainCtx); err != nil {
+		why := "the shutdown timeout passed"
 		if hurried.Load() {
-			err = errors.New("a second signal stopped the work in progress")
+			why = "a second signal came"
 		}
-		errs = append(errs, fmt.Errorf("shutdown: %w (runs still in progress were stopped)", err))
+		log.Warn().Str("why", why).Int("running", core.Queue.Running()).Int("waiting", core.Queue.Len()).
+			Msg("stopping before every event finished: they stay in the inbox and are taken up at the next start")
 	}
 	cancelRuns()
 	<-queueDone
 	core.Runtime.Close()
+	if lost == nil {
+		tellRestarting(in, bot, log)
+	}
 	// Replies handed over but not yet taken by Discord get what is left of
 	// the shutdown's time; Close drops the rest, each logged.
 	if err := bot.Flush(drainCtx); err != nil {

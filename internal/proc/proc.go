@@ -77,6 +77,10 @@ type Spec struct {
 	// it by their mark needs root or CAP_SYS_PTRACE (their environ is not
 	// the caller's to read). Nil means the caller's own.
 	Credential *Credential
+	// Owner, if set, marks the process and every descendant as the
+	// gateway's (GATEWAY_OWNER_<Owner>=1), so that KillLeftovers finds them
+	// after the gateway itself was killed. Letters and digits only.
+	Owner string
 }
 
 // Credential is a user id with its primary and supplementary groups.
@@ -152,7 +156,17 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	cmd.Dir = s.Dir
 	mark := newMark()
 	cmd.Env = append(s.Env[:len(s.Env):len(s.Env)], mark)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if s.Owner != "" {
+		if !validOwner(s.Owner) {
+			return nil, fmt.Errorf("start %s: owner %q is not letters and digits", s.Path, s.Owner)
+		}
+		cmd.Env = append(cmd.Env, ownerMark(s.Owner))
+	}
+	// Pdeathsig: the leader is killed when the gateway dies, whatever
+	// killed it. The kernel ties it to the thread that forked, not the
+	// process; Go ends a thread only when a goroutine locked to it returns
+	// without unlocking, which nothing here does around Start.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if c := s.Credential; c != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{
 			Uid:    c.UID,

@@ -55,6 +55,10 @@ type Event struct {
 	// SessionKey picks the session binding; empty means ChannelID. Events
 	// without either run in a fresh session that is not kept.
 	SessionKey string
+	// Key identifies the source event (a Discord message or interaction
+	// id, a webhook delivery, a scheduled run), so that a durable journal
+	// can refuse the same source event twice. Empty: never de-duplicated.
+	Key string
 }
 
 // lane returns the lane the event runs in.

@@ -14,6 +14,11 @@ import (
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = errors.New("queue closed: the gateway is shutting down")
 
+// ErrDuplicate is what a Journal returns (wrapped) for an event whose Key
+// it has recorded already: the source event was accepted before, and its
+// producer should treat the new attempt as done.
+var ErrDuplicate = errors.New("event accepted already")
+
 // FullError is returned by Enqueue when the queue holds MaxDepth waiting
 // events (R11.5), or the event's lane holds MaxPerLane.
 type FullError struct {
@@ -60,12 +65,14 @@ func (f Fate) String() string {
 // starts the lane's next event when it returns.
 type Handler func(ctx context.Context, e Event)
 
-// Journal is the durability seam (DESIGN decision 13): Append is called
-// before an event is accepted and Done after its handler returns. A nil
-// Journal keeps events in memory only.
+// Journal is the durability seam (DESIGN decisions 13 and 14): Append
+// records an event durably before it is accepted; an error refuses the
+// event (a journal that knows the event's Key already returns an error the
+// producer recognises). What becomes of the event afterwards is recorded by
+// whoever owns the journal (see Options.Left). A nil Journal keeps events in
+// memory only.
 type Journal interface {
 	Append(e Event) error
-	Done(id uint64) error
 }
 
 // Options configures a Queue.
@@ -80,10 +87,11 @@ type Options struct {
 	MaxConcurrent int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Journal, if set, records accepted and finished events.
+	// Journal, if set, records every event before it is accepted.
 	Journal Journal
-	// OnJournalError, if set, is told when Journal.Done fails.
-	OnJournalError func(id uint64, err error)
+	// StartID is the id after which new events are numbered: a journal's
+	// highest id, so that ids never repeat across restarts.
+	StartID uint64
 	// Left, if set, is called exactly once for every accepted event when
 	// it leaves the queue: after its handler returned, or when it was
 	// dropped without running. Producers release what they hold for the
@@ -104,6 +112,11 @@ type Receipt struct {
 type Queue struct {
 	opts    Options
 	handler Handler
+
+	// appendMu serialises Enqueue around the journal's Append, which may
+	// wait for the disk: ids are handed out and events inserted in the same
+	// order, while mu stays free for dispatch and finishing handlers.
+	appendMu sync.Mutex
 
 	mu      sync.Mutex // guards every field below
 	nextID  uint64
@@ -140,24 +153,30 @@ func New(opts Options, handler Handler) *Queue {
 	return &Queue{
 		opts:    opts,
 		handler: handler,
+		nextID:  opts.StartID,
 		lanes:   map[string]*lane{},
 		changed: make(chan struct{}),
 	}
 }
 
-// Enqueue assigns the event its id and timestamp and accepts it, or rejects
-// it with *FullError or ErrClosed.
+// Enqueue assigns the event its id and timestamp, records it in the
+// journal, and accepts it; or rejects it with *FullError, ErrClosed or the
+// journal's error.
 func (q *Queue) Enqueue(e Event) (Receipt, error) {
+	q.appendMu.Lock()
+	defer q.appendMu.Unlock()
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed {
+		q.mu.Unlock()
 		return Receipt{}, ErrClosed
 	}
 	if q.waiting >= q.opts.MaxDepth {
+		q.mu.Unlock()
 		return Receipt{}, &FullError{Depth: q.waiting}
 	}
 	e.Lane = e.lane()
 	if l := q.lanes[e.Lane]; l != nil && q.opts.MaxPerLane > 0 && len(l.events) >= q.opts.MaxPerLane {
+		q.mu.Unlock()
 		return Receipt{}, &FullError{Depth: len(l.events), Lane: true}
 	}
 	now := q.opts.Now()
@@ -166,14 +185,42 @@ func (q *Queue) Enqueue(e Event) (Receipt, error) {
 	}
 	e.ID = q.nextID + 1
 	e.Time = now
+	q.mu.Unlock()
+
 	if q.opts.Journal != nil {
 		if err := q.opts.Journal.Append(e); err != nil {
 			return Receipt{}, fmt.Errorf("journal event: %w", err)
 		}
 	}
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.nextID = e.ID
 	q.last = now
+	return q.insertLocked(e), nil
+}
 
+// Restore accepts events a journal kept from an earlier run, with their
+// ids and times, ahead of new ones: call it before the first Enqueue, in id
+// order. Limits do not apply (they were met when the events came in) and
+// the journal is not written.
+func (q *Queue) Restore(e Event) Receipt {
+	q.appendMu.Lock()
+	defer q.appendMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e.Lane = e.lane()
+	if e.ID > q.nextID {
+		q.nextID = e.ID
+	}
+	if e.Time.After(q.last) {
+		q.last = e.Time
+	}
+	return q.insertLocked(e)
+}
+
+// insertLocked adds an accepted event to its lane and dispatches.
+func (q *Queue) insertLocked(e Event) Receipt {
 	l := q.lanes[e.Lane]
 	if l == nil {
 		l = &lane{name: e.Lane, index: -1}
@@ -187,7 +234,7 @@ func (q *Queue) Enqueue(e Event) (Receipt, error) {
 	q.dispatchLocked()
 	// e was appended last, so it still waits iff it is still the lane's tail.
 	waiting := len(l.events) > 0 && l.events[len(l.events)-1].ID == e.ID
-	return Receipt{Event: e, Waiting: waiting}, nil
+	return Receipt{Event: e, Waiting: waiting}
 }
 
 // Run dispatches events until ctx ends, then waits for running handlers to
@@ -342,23 +389,12 @@ func (q *Queue) Stop(laneName string) (running bool, dropped []Event) {
 	q.changed = make(chan struct{})
 	q.mu.Unlock()
 	for _, e := range dropped {
-		q.journalDone(e.ID)
 		q.left(e, Stopped)
 	}
 	return running, dropped
 }
 
-func (q *Queue) journalDone(id uint64) {
-	if q.opts.Journal == nil {
-		return
-	}
-	if err := q.opts.Journal.Done(id); err != nil && q.opts.OnJournalError != nil {
-		q.opts.OnJournalError(id, err)
-	}
-}
-
 func (q *Queue) finish(l *lane, e Event) {
-	q.journalDone(e.ID)
 	q.left(e, Ran)
 	q.mu.Lock()
 	defer q.mu.Unlock()

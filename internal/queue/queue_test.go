@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -294,13 +295,6 @@ func (j *memJournal) Append(e Event) error {
 	return nil
 }
 
-func (j *memJournal) Done(id uint64) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	delete(j.pending, id)
-	return nil
-}
-
 func TestJournalSeam(t *testing.T) {
 	j := &memJournal{pending: map[uint64]Event{}}
 	rec := newRecorder(true)
@@ -320,10 +314,30 @@ func TestJournalSeam(t *testing.T) {
 	}
 	runQueue(t, q)
 	drain(t, q)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if len(j.pending) != 0 {
-		t.Errorf("journal still holds %v after the run", j.pending)
+}
+
+func TestRestoreKeepsIDsAndGoesFirst(t *testing.T) {
+	rec := newRecorder(true)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, StartID: 7}, rec.handle)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, id := range []uint64{3, 5} {
+		if r := q.Restore(Event{ID: id, Time: at, Kind: KindMessage, ChannelID: "c"}); r.Event.ID != id {
+			t.Fatalf("restored id %d as %d", id, r.Event.ID)
+		}
+	}
+	r, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Event.ID != 8 {
+		t.Errorf("first new id = %d, want 8 (after StartID 7)", r.Event.ID)
+	}
+	runQueue(t, q)
+	drain(t, q)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !slices.Equal(rec.finished, []uint64{3, 5, 8}) {
+		t.Errorf("ran %v, want the restored events first, in order", rec.finished)
 	}
 }
 

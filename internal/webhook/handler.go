@@ -100,6 +100,8 @@ type response struct {
 	msg    string // the body of an error response
 	size   int64  // bytes of payload read
 	event  uint64
+	// duplicate marks a delivery accepted before (by its key).
+	duplicate bool
 }
 
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
@@ -110,8 +112,9 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(resp.status)
 		_ = json.NewEncoder(w).Encode(struct {
-			EventID uint64 `json:"event_id"`
-		}{resp.event})
+			EventID   uint64 `json:"event_id,omitempty"`
+			Duplicate bool   `json:"duplicate,omitempty"`
+		}{resp.event, resp.duplicate})
 		return
 	}
 	http.Error(w, resp.msg, resp.status)
@@ -157,9 +160,14 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, name string) re
 		Name:      def.Name,
 		ChannelID: cmp.Or(def.Channel, h.opts.DefaultChannel),
 		Text:      Render(def.Instruction, payload),
+		Key:       DeliveryKey(def.Name, r.Header, body),
 	})
 	var full *queue.FullError
 	switch {
+	case errors.Is(err, queue.ErrDuplicate):
+		// A sender retrying a delivery that was accepted before (its 202
+		// was lost): accepted, once.
+		return response{status: http.StatusAccepted, size: int64(len(body)), duplicate: true}
 	case errors.As(err, &full):
 		w.Header().Set("Retry-After", strconv.Itoa(int(h.opts.RetryAfter.Round(time.Second)/time.Second)))
 		return response{status: http.StatusServiceUnavailable, msg: "queue full: retry later", size: int64(len(body))}
@@ -239,4 +247,22 @@ func (h *Handler) logRequest(r *http.Request, name string, resp response) {
 	}
 	ev.Str("webhook", name).Int("status", resp.status).Int64("size", resp.size).
 		Str("remote", r.RemoteAddr).Msg("webhook request")
+}
+
+// deliveryHeaders name a delivery in the senders that set one: the
+// gateway's own convention, GitHub, and GitLab's idempotency key.
+var deliveryHeaders = []string{"X-Delivery-Id", "X-GitHub-Delivery", "Idempotency-Key", "X-Gitlab-Event-UUID"}
+
+// DeliveryKey is the de-duplication key of a webhook request: the
+// delivery id its sender set, else a hash of the payload (so the same
+// payload sent twice to the same webhook runs once; include something
+// unique, such as a timestamp, to run it again).
+func DeliveryKey(webhook string, h http.Header, body []byte) string {
+	for _, name := range deliveryHeaders {
+		if v := strings.TrimSpace(h.Get(name)); v != "" && len(v) <= 200 {
+			return "webhook:" + webhook + ":id:" + v
+		}
+	}
+	sum := sha256.Sum256(body)
+	return "webhook:" + webhook + ":sha256:" + hex.EncodeToString(sum[:])
 }

@@ -153,6 +153,7 @@ func TestSignedRequestEnqueuesEvent(t *testing.T) {
 	want := []queue.Event{{
 		ID: 41, Kind: queue.KindWebhook, Source: "webhook", Name: "deploy", ChannelID: "1234",
 		Text: Render(deploy.Instruction, string(payload)),
+		Key:  DeliveryKey("deploy", http.Header{}, payload),
 	}}
 	if diff := cmp.Diff(want, s.queue.got()); diff != "" {
 		t.Errorf("enqueued (-want +got):\n%s", diff)
@@ -334,6 +335,28 @@ func TestSecretProblem(t *testing.T) {
 	} {
 		if got := SecretProblem(tt.env, tt.value, tt.set); (got == "") != tt.ok {
 			t.Errorf("SecretProblem(%q, %d bytes, %v) = %q, want ok=%v", tt.env, len(tt.value), tt.set, got, tt.ok)
+		}
+	}
+}
+
+func TestDeliveryKey(t *testing.T) {
+	body := []byte(`{"a":1}`)
+	withID := http.Header{}
+	withID.Set("X-GitHub-Delivery", "72d3162e")
+	cases := []struct {
+		name string
+		a, b string
+		same bool
+	}{
+		{"same payload", DeliveryKey("w", http.Header{}, body), DeliveryKey("w", http.Header{}, body), true},
+		{"other payload", DeliveryKey("w", http.Header{}, body), DeliveryKey("w", http.Header{}, []byte(`{"a":2}`)), false},
+		{"other webhook", DeliveryKey("w", http.Header{}, body), DeliveryKey("v", http.Header{}, body), false},
+		{"delivery id wins over the payload", DeliveryKey("w", withID, body), DeliveryKey("w", withID, []byte("x")), true},
+		{"delivery id differs from hash", DeliveryKey("w", withID, body), DeliveryKey("w", http.Header{}, body), false},
+	}
+	for _, c := range cases {
+		if (c.a == c.b) != c.same {
+			t.Errorf("%s: %q vs %q", c.name, c.a, c.b)
 		}
 	}
 }

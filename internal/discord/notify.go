@@ -1,0 +1,66 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/diamondburned/arikawa/v3/api"
+	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/diamondburned/arikawa/v3/utils/httputil"
+
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// RetryPrefix starts the id of a notice's Retry button: RetryPrefix
+// followed by the event's id.
+const RetryPrefix = "retry:"
+
+// Notify posts a gateway notice about event e in its channel, answering
+// its prompt when it came from a message, with a Retry button when retry is
+// set. The notice's nonce is derived from the event and tag (one letter per
+// kind of notice), so posting it again for the same event (a restart in
+// between) shows it once while Discord remembers the nonce. An event
+// without a channel only logs.
+func (b *Bot) Notify(ctx context.Context, e queue.Event, tag, text string, retry bool) error {
+	channel, err := discord.ParseSnowflake(e.ChannelID)
+	if err != nil {
+		b.log.Info().Uint64("event", e.ID).Str("notice", text).Msg("notice about an event without a channel")
+		return nil
+	}
+	body := messageCreate{
+		Content:         text,
+		Nonce:           fmt.Sprintf("%s%s%d", b.noncePrefix, tag, e.ID),
+		EnforceNonce:    true,
+		AllowedMentions: noPings(false),
+	}
+	if id, err := strconv.ParseUint(e.ReplyTo, 10, 64); err == nil {
+		body.MessageReference = &messageReference{MessageID: discord.MessageID(id)}
+		body.AllowedMentions = noPings(true)
+	}
+	if retry {
+		row, err := buttonRow(text, []Button{{ID: RetryPrefix + strconv.FormatUint(e.ID, 10), Label: "Retry", Style: ButtonPrimary}})
+		if err != nil {
+			return err
+		}
+		body.Components = row
+	}
+	for attempt := 1; ; attempt++ {
+		var msg discord.Message
+		err := b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+channel.String()+"/messages", httputil.WithJSONBody(body))
+		if err == nil {
+			return nil
+		}
+		wait, ok := b.retryDelay(err, attempt)
+		if !ok || attempt == buttonAttempts || ctx.Err() != nil {
+			return fmt.Errorf("notice in channel %s: %w", e.ChannelID, err)
+		}
+		t := b.clock.NewTimer(wait)
+		select {
+		case <-t.Chan():
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("notice in channel %s: %w", e.ChannelID, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/inbox"
+	"github.com/agentgateway/gateway/internal/proc"
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// InboxFile is the inbox's log in CONFIG_DIR.
+const InboxFile = "inbox.log"
+
+// OpenInbox opens CONFIG_DIR's inbox with the configured retention.
+func OpenInbox(cfg *config.Config) (*inbox.Inbox, error) {
+	in, err := inbox.Open(filepath.Join(cfg.ConfigDir, InboxFile), inbox.Options{
+		KeepFor: cfg.InboxRetention,
+		KeepMax: cfg.InboxMaxEvents,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open the inbox: %w", err)
+	}
+	return in, nil
+}
+
+// Owner is the mark every CLI process started for CONFIG_DIR carries
+// (proc.Spec.Owner), so that the next start finds what a killed gateway
+// left running.
+func Owner(cfg *config.Config) string {
+	dir, err := filepath.Abs(cfg.ConfigDir)
+	if err != nil {
+		dir = cfg.ConfigDir
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:6])
+}
+
+// killLeftovers stops the CLI processes a previous gateway on this
+// CONFIG_DIR left running when it was killed: they would go on spending
+// and writing files for turns the inbox now runs again.
+func killLeftovers(cfg *config.Config, log zerolog.Logger) {
+	n, err := proc.KillLeftovers(Owner(cfg))
+	if err != nil {
+		log.Warn().Err(err).Msg("could not look for agent processes a previous run left")
+	}
+	if n > 0 {
+		log.Warn().Int("processes", n).Msg("stopped agent processes left running by a previous gateway that was killed")
+	}
+}
+
+// tellRestarting tells, once, each prompt still unanswered as the gateway
+// stops that it stays queued for the next start.
+func tellRestarting(in *inbox.Inbox, n notifier, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, en := range in.Unfinished() {
+		if en.Event.Kind != queue.KindMessage || en.Reply != "" {
+			continue
+		}
+		if err := n.Notify(ctx, en.Event, tagRestarting, noticeRestarting, false); err != nil {
+			log.Debug().Err(err).Uint64("event", en.Event.ID).Msg("could not tell a waiting prompt about the restart")
+		}
+	}
+}

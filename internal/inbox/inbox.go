@@ -1,0 +1,700 @@
+// Package inbox is the gateway's durable event store (DESIGN decision 14):
+// every event is written here before anything acknowledges it, moves
+// through its states here, and is taken up from here after a crash.
+//
+// The store is one append-only log file: each mutation is a checksummed
+// record, fsync'd before the call returns. Concurrent callers share fsyncs
+// (group commit): while one batch is being synced, later records collect
+// and the next sync covers them all. A record torn by a crash can only be
+// the last one; Open cuts it off, so a crash loses at most the mutation
+// that had not returned yet. The log is rewritten from memory (compacted)
+// when it has grown to several times what it holds, dropping finished
+// events beyond the retention (Options.KeepFor, KeepMax).
+//
+// An Inbox is safe for concurrent use. After a write fails (a full disk)
+// it refuses every further write with that error: nothing is acknowledged
+// that is not on disk.
+package inbox
+
+import (
+	"cmp"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// State is where an event is in its life.
+type State uint8
+
+const (
+	// Accepted: durably recorded, not started.
+	Accepted State = iota + 1
+	// Running: its turn started (Entry.Attempts times).
+	Running
+	// Answered: its reply was delivered, or there was nothing to post.
+	Answered
+	// Failed: it ended with an error the user was told about, or it is a
+	// dead letter.
+	Failed
+	// Dropped: dropped on request (/claude-stop) before it ran.
+	Dropped
+)
+
+func (s State) String() string {
+	switch s {
+	case Accepted:
+		return "accepted"
+	case Running:
+		return "running"
+	case Answered:
+		return "answered"
+	case Failed:
+		return "failed"
+	case Dropped:
+		return "dropped"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Finished reports whether s is an end state.
+func (s State) Finished() bool { return s == Answered || s == Failed || s == Dropped }
+
+var (
+	// ErrDuplicate is returned by Add for an event whose Key was recorded
+	// before (and not yet forgotten by retention).
+	ErrDuplicate = errors.New("inbox: event already recorded")
+	// ErrUnknown is returned for an event id the inbox does not hold.
+	ErrUnknown = errors.New("inbox: unknown event")
+)
+
+// Seen is the newest Discord message seen in a channel.
+type Seen struct {
+	Channel string `json:"channel"`
+	Message string `json:"message"`
+	Guild   string `json:"guild,omitempty"`
+}
+
+// Entry is one event and what became of it.
+type Entry struct {
+	Event    queue.Event `json:"event"`
+	State    State       `json:"state"`
+	Attempts int         `json:"attempts,omitempty"`
+	// ToolStarted is set once the current attempt started a tool.
+	ToolStarted bool `json:"tool_started,omitempty"`
+	// Reply is the reply text, kept so a restart can finish delivering it.
+	Reply string `json:"reply,omitempty"`
+	// Delivered maps a reply's message index to its Discord message id.
+	Delivered map[int]string `json:"delivered,omitempty"`
+	Updated   time.Time      `json:"updated"`
+}
+
+func (e *Entry) clone() Entry {
+	c := *e
+	c.Delivered = maps.Clone(e.Delivered)
+	return c
+}
+
+// Options configure an Inbox.
+type Options struct {
+	// KeepFor and KeepMax bound the finished entries kept (for
+	// de-duplication and doctor): at compaction those finished longer ago
+	// than KeepFor, and those beyond the newest KeepMax finished ones, are
+	// forgotten, with their keys. Unfinished entries are always kept. Zero:
+	// 7 days and 10,000.
+	KeepFor time.Duration
+	KeepMax int
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Stats describe the inbox for doctor and the logs.
+type Stats struct {
+	Bytes                             int64
+	Entries, Waiting, Running, Failed int
+	LastCompaction                    time.Time
+}
+
+// file is what the inbox writes to; tests replace it to inject failures.
+type file interface {
+	Write([]byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+// compactMin is the size below which the log is never compacted.
+const compactMin = 1 << 20
+
+// Inbox is the durable event store.
+type Inbox struct {
+	path string
+	opts Options
+
+	mu sync.Mutex // guards every field below
+	// cond is signalled when a batch has been synced.
+	cond    *sync.Cond
+	entries map[uint64]*Entry
+	keys    map[string]uint64
+	lastID  uint64
+	seen    map[string]Seen
+	prefix  string
+
+	f    file
+	size int64
+	// compacted is the log's size after the last compaction; the next one
+	// is due at four times that (at least compactMin).
+	compacted      int64
+	lastCompaction time.Time
+	recovered      int64
+
+	// Group commit: buf holds the records of batch gen, not yet written.
+	// synced is the number of batches written and synced; failed is the
+	// first batch whose write failed, with err.
+	buf      []byte
+	gen      uint64
+	synced   uint64
+	flushing bool
+	err      error
+	failed   uint64
+	closed   bool
+
+	// syncHook, if set, is called for each fsync (tests count them).
+	syncHook func()
+}
+
+// Open opens the log at path, creating it (0600, its directory 0700) if
+// needed, and replays it.
+func Open(path string, opts Options) (*Inbox, error) {
+	if opts.KeepFor <= 0 {
+		opts.KeepFor = 7 * 24 * time.Hour
+	}
+	if opts.KeepMax <= 0 {
+		opts.KeepMax = 10000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create the inbox's directory: %w", err)
+	}
+	in := &Inbox{
+		path:    path,
+		opts:    opts,
+		entries: map[uint64]*Entry{},
+		keys:    map[string]uint64{},
+		seen:    map[string]Seen{},
+	}
+	in.cond = sync.NewCond(&in.mu)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	good := in.replay(data)
+	in.recovered = int64(len(data) - good)
+	if good == 0 {
+		// New, or not even its header survived: start a fresh log.
+		in.prefix = newPrefix()
+		if err := in.rewrite(); err != nil {
+			return nil, err
+		}
+		return in, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the inbox: %w", err)
+	}
+	if in.recovered > 0 {
+		if err := f.Truncate(int64(good)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cut the torn end off the inbox: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("sync the inbox: %w", err)
+		}
+	}
+	if _, err := f.Seek(int64(good), 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open the inbox: %w", err)
+	}
+	in.f, in.size, in.compacted = f, int64(good), int64(good)
+	if in.size > compactMin && in.size > 2*in.freshSize() {
+		if err := in.rewrite(); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// replay applies the records of data and returns how many bytes were good.
+func (in *Inbox) replay(data []byte) int {
+	off := 0
+	for off < len(data) {
+		r, n, err := decode(data[off:])
+		if err != nil {
+			break
+		}
+		if off == 0 {
+			if r.T != recHeader || r.Version != formatVersion || r.Prefix == "" {
+				return 0
+			}
+			in.prefix = r.Prefix
+		} else if in.apply(r) != nil {
+			break
+		}
+		off += n
+	}
+	return off
+}
+
+// apply changes the state as r says. Live mutations go through it too, so
+// what is replayed is exactly what was done.
+func (in *Inbox) apply(r record) error {
+	switch r.T {
+	case recState:
+		in.lastID = max(in.lastID, r.LastID)
+		in.raiseSeen(r.Seen)
+		return nil
+	case recEntry:
+		if r.Entry == nil || r.Entry.Event.ID == 0 {
+			return errTorn
+		}
+		e := r.Entry.clone()
+		in.entries[e.Event.ID] = &e
+		if e.Event.Key != "" {
+			in.keys[e.Event.Key] = e.Event.ID
+		}
+		in.lastID = max(in.lastID, e.Event.ID)
+		return nil
+	case recAdd:
+		if r.Event == nil || r.Event.ID <= in.lastID {
+			return fmt.Errorf("event id %d is not above %d", eventID(r.Event), in.lastID)
+		}
+		if r.Event.Key != "" {
+			if _, dup := in.keys[r.Event.Key]; dup {
+				return ErrDuplicate
+			}
+			in.keys[r.Event.Key] = r.Event.ID
+		}
+		in.entries[r.Event.ID] = &Entry{Event: *r.Event, State: Accepted, Updated: r.At}
+		in.lastID = r.Event.ID
+		in.raiseSeen(r.Seen)
+		return nil
+	case recSeen:
+		in.raiseSeen(r.Seen)
+		return nil
+	}
+	e := in.entries[r.ID]
+	if e == nil {
+		return fmt.Errorf("%w: %d", ErrUnknown, r.ID)
+	}
+	switch r.T {
+	case recStart:
+		e.State, e.ToolStarted = Running, false
+		e.Attempts++
+	case recTool:
+		e.ToolStarted = true
+	case recReply:
+		e.Reply = r.Text
+	case recDeliver:
+		if e.Delivered == nil {
+			e.Delivered = map[int]string{}
+		}
+		e.Delivered[r.Chunk] = r.Message
+	case recFinish:
+		if !r.State.Finished() {
+			return fmt.Errorf("%s is not an end state", r.State)
+		}
+		e.State = r.State
+	default:
+		return fmt.Errorf("unknown record type %q", r.T)
+	}
+	e.Updated = r.At
+	return nil
+}
+
+func eventID(e *queue.Event) uint64 {
+	if e == nil {
+		return 0
+	}
+	return e.ID
+}
+
+// raiseSeen records newer messages; a channel's newest never goes back.
+func (in *Inbox) raiseSeen(seen []Seen) {
+	for _, s := range seen {
+		if s.Channel == "" || s.Message == "" {
+			continue
+		}
+		if old, ok := in.seen[s.Channel]; ok && !newer(s.Message, old.Message) {
+			continue
+		}
+		in.seen[s.Channel] = s
+	}
+}
+
+// newer compares Discord snowflakes as numbers ("10" is newer than "9").
+func newer(a, b string) bool {
+	x, okA := new(big.Int).SetString(a, 10)
+	y, okB := new(big.Int).SetString(b, 10)
+	if !okA || !okB {
+		return okA && !okB
+	}
+	return x.Cmp(y) > 0
+}
+
+// mutate checks and applies r and makes it durable.
+func (in *Inbox) mutate(r record) error {
+	r.At = in.opts.Now().UTC()
+	in.mu.Lock()
+	if err := in.writableLocked(); err != nil {
+		in.mu.Unlock()
+		return err
+	}
+	b, err := encode(r)
+	if err != nil {
+		in.mu.Unlock()
+		return err
+	}
+	if err := in.apply(r); err != nil {
+		in.mu.Unlock()
+		return err
+	}
+	in.buf = append(in.buf, b...)
+	return in.commitLocked()
+}
+
+func (in *Inbox) writableLocked() error {
+	switch {
+	case in.closed:
+		return errors.New("inbox: closed")
+	case in.err != nil:
+		return in.err
+	}
+	return nil
+}
+
+// commitLocked waits until the batch holding the caller's record is
+// synced, leading the write itself when no other caller is. It is called
+// with mu held and returns with it released.
+func (in *Inbox) commitLocked() error {
+	mine := in.gen
+	for in.synced <= mine {
+		if in.err != nil && in.failed <= mine {
+			break
+		}
+		if in.flushing {
+			in.cond.Wait()
+			continue
+		}
+		in.flushLocked()
+	}
+	var err error
+	if in.err != nil && in.failed <= mine {
+		err = in.err
+	}
+	in.mu.Unlock()
+	return err
+}
+
+// flushLocked writes and syncs the current batch (or compacts, which
+// covers it); mu is released meanwhile.
+func (in *Inbox) flushLocked() {
+	in.flushing = true
+	batch := in.gen
+	in.gen++
+	var err error
+	if in.size+int64(len(in.buf)) > max(compactMin, 4*in.compacted) {
+		in.buf = nil
+		err = in.rewriteLocked()
+	} else {
+		data := in.buf
+		in.buf = nil
+		f := in.f
+		in.mu.Unlock()
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Sync()
+			if in.syncHook != nil {
+				in.syncHook()
+			}
+		}
+		in.mu.Lock()
+		if err == nil {
+			in.size += int64(len(data))
+		}
+	}
+	in.flushing = false
+	if err != nil && in.err == nil {
+		in.err, in.failed = fmt.Errorf("write the inbox: %w", err), batch
+	}
+	in.synced = batch + 1
+	in.cond.Broadcast()
+}
+
+// Add records an accepted event. e.ID must be above LastID. A non-empty
+// e.Key recorded before returns ErrDuplicate and writes nothing. seen is
+// recorded in the same record: the newest messages the event proves seen.
+func (in *Inbox) Add(e queue.Event, seen ...Seen) error {
+	return in.mutate(record{T: recAdd, Event: &e, Seen: seen})
+}
+
+// Started records that the event's turn starts: Running, one more attempt.
+func (in *Inbox) Started(id uint64) error { return in.mutate(record{T: recStart, ID: id}) }
+
+// ToolStarted records that the current attempt started a tool; once per
+// attempt is written.
+func (in *Inbox) ToolStarted(id uint64) error {
+	in.mu.Lock()
+	e := in.entries[id]
+	done := e != nil && e.ToolStarted
+	in.mu.Unlock()
+	if done {
+		return nil
+	}
+	return in.mutate(record{T: recTool, ID: id})
+}
+
+// Replied records the event's reply before it is delivered.
+func (in *Inbox) Replied(id uint64, text string) error {
+	return in.mutate(record{T: recReply, ID: id, Text: text})
+}
+
+// Delivered records that message chunk of the reply is on Discord.
+func (in *Inbox) Delivered(id uint64, chunk int, messageID string) error {
+	return in.mutate(record{T: recDeliver, ID: id, Chunk: chunk, Message: messageID})
+}
+
+// Finish records how the event ended; s must be an end state.
+func (in *Inbox) Finish(id uint64, s State) error {
+	if !s.Finished() {
+		return fmt.Errorf("inbox: finish event %d as %s: not an end state", id, s)
+	}
+	return in.mutate(record{T: recFinish, ID: id, State: s})
+}
+
+// See records the newest messages seen without an event; none lowers a
+// channel's newest.
+func (in *Inbox) See(seen ...Seen) error {
+	in.mu.Lock()
+	var news []Seen
+	for _, s := range seen {
+		if old, ok := in.seen[s.Channel]; !ok || newer(s.Message, old.Message) {
+			news = append(news, s)
+		}
+	}
+	in.mu.Unlock()
+	if len(news) == 0 {
+		return nil
+	}
+	return in.mutate(record{T: recSeen, Seen: news})
+}
+
+// Get returns a copy of the entry of event id.
+func (in *Inbox) Get(id uint64) (Entry, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	e := in.entries[id]
+	if e == nil {
+		return Entry{}, false
+	}
+	return e.clone(), true
+}
+
+// Unfinished returns the entries accepted or running, oldest first.
+func (in *Inbox) Unfinished() []Entry {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []Entry
+	for _, e := range in.entries {
+		if !e.State.Finished() {
+			out = append(out, e.clone())
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.Event.ID, b.Event.ID) })
+	return out
+}
+
+// LastID is the highest event id ever added.
+func (in *Inbox) LastID() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.lastID
+}
+
+// LastSeen returns the newest message seen per channel.
+func (in *Inbox) LastSeen() map[string]Seen {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.seen)
+}
+
+// NoncePrefix is a random string chosen when the log was created and kept
+// for good: nonces built from it and event ids never repeat.
+func (in *Inbox) NoncePrefix() string { return in.prefix }
+
+// Recovered is how many bytes of a torn end Open cut off.
+func (in *Inbox) Recovered() int64 { return in.recovered }
+
+// Stats describe the inbox.
+func (in *Inbox) Stats() Stats {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	s := Stats{Bytes: in.size, Entries: len(in.entries), LastCompaction: in.lastCompaction}
+	for _, e := range in.entries {
+		switch e.State {
+		case Accepted:
+			s.Waiting++
+		case Running:
+			s.Running++
+		case Failed:
+			s.Failed++
+		}
+	}
+	return s
+}
+
+// Close syncs what is pending and closes the log.
+func (in *Inbox) Close() error {
+	in.mu.Lock()
+	for in.flushing {
+		in.cond.Wait()
+	}
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.closed = true
+	f := in.f
+	in.mu.Unlock()
+	return f.Close()
+}
+
+// rewrite writes a fresh log from memory (Open's compaction and creation).
+func (in *Inbox) rewrite() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.rewriteLocked()
+}
+
+// rewriteLocked replaces the log with a fresh one holding what is kept:
+// the header, LastID and LastSeen, and one record per entry kept. The new
+// log is complete on disk (synced, renamed, directory synced) before the
+// old one goes.
+func (in *Inbox) rewriteLocked() error {
+	in.forgetLocked()
+	data, err := in.snapshotLocked()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(in.path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(in.path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("compact the inbox: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if err != nil {
+		tmp.Close()
+		return fmt.Errorf("compact the inbox: %w", err)
+	}
+	if in.syncHook != nil {
+		in.syncHook()
+	}
+	if err := os.Rename(tmp.Name(), in.path); err != nil {
+		tmp.Close()
+		return fmt.Errorf("compact the inbox: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	if in.f != nil {
+		in.f.Close()
+	}
+	in.f, in.size, in.compacted = tmp, int64(len(data)), int64(len(data))
+	in.lastCompaction = in.opts.Now().UTC()
+	return nil
+}
+
+// snapshotLocked encodes the log a compaction writes.
+func (in *Inbox) snapshotLocked() ([]byte, error) {
+	now := in.opts.Now().UTC()
+	var out []byte
+	add := func(r record) error {
+		r.At = now
+		b, err := encode(r)
+		out = append(out, b...)
+		return err
+	}
+	seen := slices.Collect(maps.Values(in.seen))
+	slices.SortFunc(seen, func(a, b Seen) int { return cmp.Compare(a.Channel, b.Channel) })
+	if err := add(record{T: recHeader, Version: formatVersion, Prefix: in.prefix}); err != nil {
+		return nil, err
+	}
+	if err := add(record{T: recState, LastID: in.lastID, Seen: seen}); err != nil {
+		return nil, err
+	}
+	for _, id := range slices.Sorted(maps.Keys(in.entries)) {
+		if err := add(record{T: recEntry, Entry: in.entries[id]}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// freshSize is roughly what a compacted log would take, for Open's
+// decision to compact.
+func (in *Inbox) freshSize() int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	data, err := in.snapshotLocked()
+	if err != nil {
+		return 0
+	}
+	return int64(len(data))
+}
+
+// forgetLocked drops the finished entries beyond the retention, with
+// their keys.
+func (in *Inbox) forgetLocked() {
+	var finished []*Entry
+	for _, e := range in.entries {
+		if e.State.Finished() {
+			finished = append(finished, e)
+		}
+	}
+	slices.SortFunc(finished, func(a, b *Entry) int { return cmp.Compare(b.Event.ID, a.Event.ID) }) // newest first
+	cutoff := in.opts.Now().Add(-in.opts.KeepFor)
+	for i, e := range finished {
+		if i < in.opts.KeepMax && !e.Updated.Before(cutoff) {
+			continue
+		}
+		delete(in.entries, e.Event.ID)
+		if k := e.Event.Key; k != "" && in.keys[k] == e.Event.ID {
+			delete(in.keys, k)
+		}
+	}
+}
+
+const prefixAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+func newPrefix() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	for i := range b {
+		b[i] = prefixAlphabet[int(b[i])%len(prefixAlphabet)]
+	}
+	return string(b)
+}
