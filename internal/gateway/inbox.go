@@ -61,12 +61,14 @@ func killLeftovers(cfg *config.Config, log zerolog.Logger) {
 func tellRestarting(in *inbox.Inbox, n notifier, log zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, en := range in.Unfinished() {
-		if en.Event.Kind != queue.KindMessage || en.Reply != "" {
+	// Only the prompts the next start runs again: the others get their
+	// own notice then.
+	for _, e := range planResume(in.Unfinished()).rerun {
+		if e.Kind != queue.KindMessage {
 			continue
 		}
-		if err := n.Notify(ctx, en.Event, tagRestarting, noticeRestarting, false); err != nil {
-			log.Debug().Err(err).Uint64("event", en.Event.ID).Msg("could not tell a waiting prompt about the restart")
+		if err := n.Notify(ctx, e, tagRestarting, noticeRestarting, false); err != nil {
+			log.Debug().Err(err).Uint64("event", e.ID).Msg("could not tell a waiting prompt about the restart")
 		}
 	}
 }

@@ -236,7 +236,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 
 	res := &resumer{d: durable, notify: bot, deliver: bot.Resume, log: log}
-	go res.run(bgCtx, plan)
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		res.run(bgCtx, plan)
+	}()
 
 	log.Info().Str("backend", core.Backend.Name()).Msg("gateway running")
 	if text := sched.Hook(schedule.HookStartup); text != "" {
@@ -263,6 +267,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	stopBackground()
 	<-schedDone
+	<-resumed
 	// The shutdown hook is the last event accepted; the drain below waits
 	// for it with the rest. Without Discord its reply could not be
 	// delivered, so the paid turn is not started.

@@ -22,6 +22,9 @@ import (
 // The test binary is a subreaper like the gateway, so what the tests leave
 // orphaned comes to it and must be reaped by proc.
 func TestMain(m *testing.M) {
+	if os.Getenv("PROC_TEST_PDEATH_HELPER") == "1" {
+		os.Exit(pdeathHelper())
+	}
 	if err := BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

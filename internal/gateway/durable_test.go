@@ -1,0 +1,254 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+
+	"github.com/agentgateway/gateway/internal/config"
+	gwdiscord "github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/fakediscord"
+	"github.com/agentgateway/gateway/internal/inbox"
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// leftBehind is a CONFIG_DIR whose inbox holds what a killed gateway left,
+// with a fake Discord that has the prompts.
+type leftBehind struct {
+	t       *testing.T
+	fd      *fakediscord.Server
+	guild   discord.GuildID
+	channel discord.ChannelID
+	user    discord.User
+	dir     string
+	in      *inbox.Inbox
+}
+
+func newLeftBehind(t *testing.T) *leftBehind {
+	fd := fakediscord.Start(t)
+	guild, channel := fd.AddGuild("test")
+	l := &leftBehind{t: t, fd: fd, guild: guild, channel: channel, user: fd.User("alice"), dir: t.TempDir()}
+	in, err := inbox.Open(filepath.Join(l.dir, InboxFile), inbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.in = in
+	// The channel is known: a restart catches up on it.
+	before := fd.Post(channel, l.user, "chatter before the prompts")
+	if err := in.See(inbox.Seen{Channel: channel.String(), Message: before.ID.String(), Guild: guild.String()}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// prompt posts a mention and records it in the inbox as the killed
+// gateway had accepted it (without the newest-seen mark, so the restart's
+// catch-up fetches it again).
+func (l *leftBehind) prompt(text string) (discord.Message, queue.Event) {
+	m := l.fd.Post(l.channel, l.user, fakediscord.Mention(l.fd.Bot)+" "+text, l.fd.Bot)
+	e := queue.Event{
+		ID: l.in.LastID() + 1, Time: time.Now(), Kind: queue.KindMessage, Source: gwdiscord.Source,
+		ChannelID: l.channel.String(), Lane: l.channel.String(), Text: text, UserID: l.user.ID.String(),
+		GuildID: l.guild.String(), ReplyTo: m.ID.String(), Key: gwdiscord.MessageKey(m.ID.String()),
+	}
+	if err := l.in.Add(e); err != nil {
+		l.t.Fatal(err)
+	}
+	return m, e
+}
+
+func (l *leftBehind) do(err error) {
+	l.t.Helper()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// start closes the inbox (the killed gateway is gone) and starts a new one.
+func (l *leftBehind) start(o harnessOptions) *harness {
+	l.in.Close()
+	o.fd, o.configDir = l.fd, l.dir
+	h := startGateway(l.t, o)
+	h.guild, h.channel, h.user = l.guild, l.channel, l.user
+	return h
+}
+
+// repliesTo returns the bot's messages answering message id.
+func repliesTo(fd *fakediscord.Server, ch discord.ChannelID, id discord.MessageID) []fakediscord.Message {
+	var out []fakediscord.Message
+	for _, m := range fd.BotMessages(ch) {
+		if m.Reference != nil && m.Reference.MessageID == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestRestartAnswersAcceptedPromptsOnceInOrder(t *testing.T) {
+	l := newLeftBehind(t)
+	first, _ := l.prompt("first")
+	second, e2 := l.prompt("second")
+	l.do(l.in.Started(e2.ID)) // it was running, no tool yet: run again
+	h := l.start(harnessOptions{})
+	msgs := h.waitReplies(h.channel, 2)
+	if msgs[0].Content != "echo: first" || msgs[1].Content != "echo: second" {
+		t.Fatalf("replies = %q, %q", msgs[0].Content, msgs[1].Content)
+	}
+	h.stop()
+	for _, m := range []discord.Message{first, second} {
+		if n := len(repliesTo(h.fd, h.channel, m.ID)); n != 1 {
+			t.Errorf("prompt %s answered %d times, want once (the catch-up fetched it again)", m.Content, n)
+		}
+	}
+	in, err := inbox.Open(filepath.Join(l.dir, InboxFile), inbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if u := in.Unfinished(); len(u) != 0 {
+		t.Errorf("unfinished after the answers: %+v", u)
+	}
+}
+
+func TestRestartDeliversOnlyTheRestOfAReply(t *testing.T) {
+	l := newLeftBehind(t)
+	m, e := l.prompt("long")
+	long := strings.Repeat("word ", 1000) // three messages
+	l.do(l.in.Started(e.ID))
+	l.do(l.in.Replied(e.ID, long))
+	l.do(l.in.Delivered(e.ID, 0, "1"))
+	h := l.start(harnessOptions{})
+	h.fd.Wait(t, "the rest of the reply", waitLong, func() bool { return len(h.fd.BotMessages(h.channel)) >= 2 })
+	h.stop()
+	msgs := h.fd.BotMessages(h.channel)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages posted after the restart, want the 2 not delivered before", len(msgs))
+	}
+	if len(h.backend.Requests()) != 0 {
+		t.Error("the turn ran again although its reply was recorded")
+	}
+	if got := strings.Join([]string{msgs[0].Content, msgs[1].Content}, ""); !strings.HasSuffix(strings.TrimSpace(long), strings.TrimSpace(got)) {
+		t.Errorf("the messages posted are not the reply's end")
+	}
+	_ = m
+}
+
+func TestInterruptedAfterAToolOffersRetry(t *testing.T) {
+	l := newLeftBehind(t)
+	m, e := l.prompt("deploy it")
+	l.do(l.in.Started(e.ID))
+	l.do(l.in.ToolStarted(e.ID))
+	h := l.start(harnessOptions{})
+	var notice fakediscord.Message
+	h.fd.Wait(t, "the interrupted notice", waitLong, func() bool {
+		rs := repliesTo(h.fd, h.channel, m.ID)
+		if len(rs) == 1 && len(rs[0].Buttons()) == 1 {
+			notice = rs[0]
+			return true
+		}
+		return false
+	})
+	if !strings.Contains(notice.Content, "Retry") || len(h.backend.Requests()) != 0 {
+		t.Fatalf("notice %q, %d runs: want a Retry offer and no run", notice.Content, len(h.backend.Requests()))
+	}
+	retry := notice.Buttons()[0].ID
+
+	// Someone else cannot retry it.
+	h.fd.Press(h.channel, notice.ID, h.fd.User("mallory"), retry, 0)
+	h.fd.Wait(t, "the refusal", waitLong, func() bool { return answered(h.fd, retryNotYours) })
+
+	h.fd.Press(h.channel, notice.ID, h.user, retry, 0)
+	h.fd.Wait(t, "the retried answer", waitLong, func() bool {
+		for _, r := range repliesTo(h.fd, h.channel, m.ID) {
+			if r.Content == "echo: deploy it" {
+				return true
+			}
+		}
+		return false
+	})
+	if got, _ := h.fd.Message(h.channel, notice.ID); len(got.Buttons()) != 0 || !strings.Contains(got.Content, "Retried by") {
+		t.Errorf("the notice after Retry = %q with %d buttons", got.Content, len(got.Buttons()))
+	}
+	h.stop()
+	if n := len(h.backend.Requests()); n != 1 {
+		t.Errorf("%d runs, want one (the retry)", n)
+	}
+}
+
+func answered(fd *fakediscord.Server, text string) bool {
+	for _, a := range fd.Answers() {
+		if a.Ephemeral && a.Content == text {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDeadLetterIsReportedOnce(t *testing.T) {
+	l := newLeftBehind(t)
+	m, e := l.prompt("crash me")
+	for range maxAttempts {
+		l.do(l.in.Started(e.ID))
+	}
+	h := l.start(harnessOptions{})
+	h.fd.Wait(t, "the dead letter notice", waitLong, func() bool { return len(repliesTo(h.fd, h.channel, m.ID)) == 1 })
+	h.stop()
+	if got := repliesTo(h.fd, h.channel, m.ID)[0].Content; !strings.Contains(got, "not tried again") {
+		t.Errorf("notice = %q", got)
+	}
+	if len(h.backend.Requests()) != 0 {
+		t.Error("a dead letter ran again")
+	}
+	// A further restart does not tell again.
+	again := startGateway(t, harnessOptions{fd: h.fd, configDir: l.dir})
+	again.stop()
+	if n := len(repliesTo(h.fd, h.channel, m.ID)); n != 1 {
+		t.Errorf("%d notices after another restart, want 1", n)
+	}
+}
+
+func TestWebhookDeliveryRetriedIsAcceptedOnce(t *testing.T) {
+	addr := make(chan string, 1)
+	const secret = "webhook-secret-value"
+	h := startGateway(t, harnessOptions{
+		webhookAddr: addr,
+		setup: func(h *harness) map[string]string {
+			return map[string]string{config.EnvWebhookAddr: "127.0.0.1:0", "WEBHOOK_ONCE_SECRET": secret}
+		},
+		files: map[string]string{"agents.md": "## Webhooks\n\n### once\nSecret-Env: WEBHOOK_ONCE_SECRET\nInstruction: {{payload}}\n"},
+	})
+	url := "http://" + <-addr + "/hooks/once"
+	post := func() map[string]any {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(`{"n":1}`)))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("X-Delivery-Id", "d-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("status %d, want 202", resp.StatusCode)
+		}
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return body
+	}
+	if first := post(); first["duplicate"] != nil {
+		t.Fatalf("first delivery = %v", first)
+	}
+	if again := post(); again["duplicate"] != true {
+		t.Fatalf("the same delivery again = %v, want 202 with duplicate", again)
+	}
+	h.backendCalls(1)
+	h.stop()
+	if n := len(h.backend.Requests()); n != 1 {
+		t.Errorf("%d runs for one delivery sent twice", n)
+	}
+}
