@@ -22,7 +22,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: help build test lint fuzz conformance clis bench footprint soak clean
+.PHONY: help build test lint fuzz conformance chaos clis bench footprint soak clean
 .DEFAULT_GOAL := build
 
 help: ## list the targets
@@ -61,6 +61,9 @@ CLI_ENV := $(foreach c,$(CLIS),$(shell echo $(c) | tr a-z A-Z)_BIN=$(call cli_bi
 
 conformance: clis ## every agent CLI against the fake model APIs, and gateway run against the fake Discord
 	$(CLI_ENV) $(GO) test -race -count=1 -timeout 20m -tags conformance -run Conformance -v ./internal/conformance/... 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; exit $${PIPESTATUS[0]}
+
+chaos: ## kill -9 the built gateway at random moments (CHAOS_KILLS, default 12); every prompt answered exactly once
+	$(GO) test -count=1 -timeout 30m -tags chaos -run Chaos -v ./internal/chaos/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)\|^ *{'; exit $${PIPESTATUS[0]}
 
 bench: ## measure footprint and speed; writes BENCHMARKS.md (a few minutes)
 	$(GO) run ./cmd/bench -out BENCHMARKS.md

@@ -107,6 +107,11 @@ type Options struct {
 	// its messages, so that a restart finishes a reply without posting any
 	// message twice (see Resume).
 	Deliveries DeliveryLog
+	// WatchingSince is when the gateway began keeping what it saw (the
+	// inbox's creation): after a restart, prompts posted since then (and
+	// within MaxCatchUpAge) in a channel the bot had never seen a message
+	// in are caught up too. Zero: only channels with a known message are.
+	WatchingSince time.Time
 	// NoncePrefix starts every message nonce. It must be unique to the
 	// store that numbers events (the inbox's), so that nonces never repeat
 	// across restarts. Empty: random per process.
@@ -348,6 +353,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	// Sync handlers run in the gateway's order; intake must not reorder.
 	b.state.AddSyncHandler(b.onReady)
 	b.state.AddSyncHandler(b.onResumed)
+	b.state.AddSyncHandler(b.onGuildCreate)
 	b.state.AddSyncHandler(b.onMessage)
 	b.state.AddSyncHandler(b.onInteraction)
 	b.state.AddHandler(func(ev *ws.BackgroundErrorEvent) {

@@ -294,6 +294,62 @@ func (b *Bot) catchUp() {
 	b.log.Info().Int("channels", len(since)).Int("messages", total).Int("too_old", skipped).Msg("caught up on messages sent while disconnected")
 }
 
+// onGuildCreate catches up, after a restart or a new session, on the
+// channels of a guild where the bot has never seen a message: one created,
+// or first written in, while the gateway was down. Messages since
+// WatchingSince (at most MaxCatchUpAge old) are taken; the others were
+// posted before the gateway was there to answer.
+func (b *Bot) onGuildCreate(g *gateway.GuildCreateEvent) {
+	if b.opts.WatchingSince.IsZero() {
+		return
+	}
+	b.mu.Lock()
+	again := b.readies > 1 || b.restored
+	var unseen []discord.ChannelID
+	for _, c := range append(slices.Clone(g.Channels), g.Threads...) {
+		if _, known := b.lastSeen[c.ID]; !known && textual(c.Type) {
+			unseen = append(unseen, c.ID)
+		}
+	}
+	b.mu.Unlock()
+	if !again || len(unseen) == 0 {
+		return
+	}
+	since := b.opts.WatchingSince
+	if oldest := b.clock.Now().Add(-b.opts.MaxCatchUpAge); since.Before(oldest) {
+		since = oldest
+	}
+	after := discord.MessageID(discord.NewSnowflake(since))
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CatchUpTimeout)
+	defer cancel()
+	total := 0
+	for _, ch := range unseen {
+		msgs, err := b.client(ctx).MessagesAfter(ch, after, 500)
+		if err != nil {
+			b.log.Debug().Err(err).Str("channel", ch.String()).Msg("could not fetch the messages of a channel new to the bot")
+			continue
+		}
+		slices.Reverse(msgs)
+		for _, m := range msgs {
+			m.ChannelID, m.GuildID = ch, g.ID
+			b.handleMessage(m, nil)
+		}
+		total += len(msgs)
+	}
+	if total > 0 {
+		b.log.Info().Int("channels", len(unseen)).Int("messages", total).Msg("caught up on channels first written in while disconnected")
+	}
+}
+
+// textual reports whether messages can be posted in a channel of type t.
+func textual(t discord.ChannelType) bool {
+	switch t {
+	case discord.GuildText, discord.GuildAnnouncement, discord.GuildPublicThread, discord.GuildPrivateThread, discord.GuildAnnouncementThread:
+		return true
+	}
+	return false
+}
+
 // registerCommands installs /claude and /claude-reset for the application.
 func (b *Bot) registerCommands(app discord.AppID) {
 	cmds := []api.CreateCommandData{

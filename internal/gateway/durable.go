@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -189,8 +190,8 @@ const maxAttempts = 3
 
 // Notices about events taken up at start.
 const (
-	noticeInterrupted = "The gateway restarted while this prompt was being worked on, after the agent had started using tools, so it was not run again on its own (it may have changed files already). Press Retry to run it again from the start."
-	noticeDeadLetter  = "This prompt was started %d times and the gateway stopped during each run, so it is not tried again. Try a smaller request, or ask the operator to look at the gateway's log."
+	noticeInterrupted = "The gateway restarted while this was being worked on, after the agent had started using tools, so it was not run again on its own (it may have changed files already). Press Retry to run it again from the start."
+	noticeDeadLetter  = "This was started %d times and the gateway stopped during each run, so it is not tried again. Try a smaller request, or ask the operator to look at the gateway's log."
 	noticeRestarting  = "The gateway is restarting; this prompt stays queued and is answered when it is back."
 )
 
@@ -266,9 +267,20 @@ func (r *resumer) run(ctx context.Context, p resumePlan) {
 // tell posts a notice and finishes the event as failed once it is posted;
 // an event whose notice Discord did not take stays for the next start.
 func (r *resumer) tell(ctx context.Context, e queue.Event, tag, text string, retry bool) {
+	if e.Kind != queue.KindMessage {
+		// No prompt to answer: say which event it was.
+		text = fmt.Sprintf("The %s `%s`: %s", e.Kind, e.Name, lowerFirst(text))
+	}
 	if err := r.notify.Notify(ctx, e, tag, text, retry); err != nil {
 		r.log.Warn().Err(err).Uint64("event", e.ID).Msg("could not post the notice about an event the previous run left; trying again at the next start")
 		return
 	}
 	r.d.finish(e.ID, inbox.Failed)
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }

@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.GatewayURL = cfg.DiscordGatewayURL
 	dopts.Access = discord.NewAccess(cfg.AllowedUserIDs, cfg.AllowedChannelIDs, cfg.AllowedGuildIDs)
 	dopts.Seen, dopts.Deliveries, dopts.NoncePrefix = durable, durable, in.NoncePrefix()
-	dopts.MaxCatchUpAge = cfg.CatchUpMaxAge
+	dopts.MaxCatchUpAge, dopts.WatchingSince = cfg.CatchUpMaxAge, in.Created()
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {

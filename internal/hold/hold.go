@@ -206,6 +206,16 @@ func (g *Gate) Start(r Reloader) error {
 	g.op.Lock()
 	defer g.op.Unlock()
 	g.reloader = r
+	// What changed since New (the bootstrap creating default files) was
+	// done by the gateway itself, before any turn: take it as it is.
+	for _, name := range Files {
+		if g.holds[name] != nil {
+			continue
+		}
+		if cur, err := g.readDisk(name); err == nil {
+			g.applied[name], g.seen[name] = cur, cur
+		}
+	}
 	return g.reloadLocked()
 }
 

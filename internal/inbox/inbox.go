@@ -146,6 +146,7 @@ type Inbox struct {
 	lastID  uint64
 	seen    map[string]Seen
 	prefix  string
+	created time.Time
 
 	f    file
 	size int64
@@ -201,7 +202,7 @@ func Open(path string, opts Options) (*Inbox, error) {
 	in.recovered = int64(len(data) - good)
 	if good == 0 {
 		// New, or not even its header survived: start a fresh log.
-		in.prefix = newPrefix()
+		in.prefix, in.created = newPrefix(), opts.Now().UTC()
 		if err := in.rewrite(); err != nil {
 			return nil, err
 		}
@@ -247,7 +248,7 @@ func (in *Inbox) replay(data []byte) int {
 			if r.T != recHeader || r.Version != formatVersion || r.Prefix == "" {
 				return 0
 			}
-			in.prefix = r.Prefix
+			in.prefix, in.created = r.Prefix, r.At
 		} else if in.apply(r) != nil {
 			break
 		}
@@ -542,6 +543,10 @@ func (in *Inbox) LastSeen() map[string]Seen {
 // for good: nonces built from it and event ids never repeat.
 func (in *Inbox) NoncePrefix() string { return in.prefix }
 
+// Created is when the log was first created (kept by compaction): the
+// gateway has been watching Discord since then.
+func (in *Inbox) Created() time.Time { return in.created }
+
 // Recovered is how many bytes of a torn end Open cut off.
 func (in *Inbox) Recovered() int64 { return in.recovered }
 
@@ -640,9 +645,11 @@ func (in *Inbox) snapshotLocked() ([]byte, error) {
 	}
 	seen := slices.Collect(maps.Values(in.seen))
 	slices.SortFunc(seen, func(a, b Seen) int { return cmp.Compare(a.Channel, b.Channel) })
-	if err := add(record{T: recHeader, Version: formatVersion, Prefix: in.prefix}); err != nil {
+	header, err := encode(record{T: recHeader, Version: formatVersion, Prefix: in.prefix, At: in.created})
+	if err != nil {
 		return nil, err
 	}
+	out = append(out, header...)
 	if err := add(record{T: recState, LastID: in.lastID, Seen: seen}); err != nil {
 		return nil, err
 	}
