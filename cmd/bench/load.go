@@ -18,6 +18,7 @@ import (
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/fakediscord"
 	"github.com/agentgateway/gateway/internal/gateway"
+	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -223,28 +224,43 @@ func replyTimes(fd *fakediscord.Server) map[string]time.Time {
 }
 
 // throughput pushes n events over 100 channels through queue + runtime with
-// the instant fake backend, in this process, and returns events/s.
-func throughput(n int) (float64, error) {
+// the instant fake backend, in this process, and returns events/s. With
+// durable, every event also goes through an inbox as in `gateway run`:
+// recorded before it is accepted, started, replied, delivered, finished,
+// each fsync'd (with group commit); inboxBytes is the log's size after.
+func throughput(n int, durable bool) (eventsPerSec float64, inboxBytes int64, err error) {
 	dir, err := os.MkdirTemp("", "gateway-bench-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
 	cfg, err := config.Load(config.LoadOptions{Environ: []string{
 		"CONFIG_DIR=" + dir, "MAX_QUEUE_DEPTH=10000000", "MAX_CHANNEL_QUEUE=10000000", "MAX_CONCURRENT_QUERIES=8", "PERMISSION_MODE=acceptEdits",
 	}})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var wg sync.WaitGroup
-	core, err := gateway.NewCore(cfg, gateway.CoreOptions{Backend: &backends.Fake{}, Replier: countingReplier{&wg}}, zerolog.Nop())
+	opts := gateway.CoreOptions{Backend: &backends.Fake{}, Replier: countingReplier{wg: &wg}}
+	var in *inbox.Inbox
+	if durable {
+		if in, err = gateway.OpenInbox(cfg); err != nil {
+			return 0, 0, err
+		}
+		defer in.Close()
+		opts.Journal = inboxJournal{in}
+		opts.StartID = in.LastID()
+		opts.OnStart = func(e queue.Event) { in.Started(e.ID) }
+		opts.Replier = countingReplier{wg: &wg, in: in}
+	}
+	core, err := gateway.NewCore(cfg, opts, zerolog.Nop())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// Steady state: persona files last edited a while ago, as in a running
 	// gateway (files modified within the last second are always re-read).
 	if err := backdate(dir, time.Hour); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -253,16 +269,33 @@ func throughput(n int) (float64, error) {
 	start := time.Now()
 	for i := range n {
 		if _, err := core.Queue.Enqueue(queue.Event{Kind: queue.KindMessage, ChannelID: fmt.Sprint(i % 100), Text: "hi"}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds(), nil
+	eventsPerSec = float64(n) / time.Since(start).Seconds()
+	if in != nil {
+		inboxBytes = in.Stats().Bytes
+	}
+	return eventsPerSec, inboxBytes, nil
 }
 
-type countingReplier struct{ wg *sync.WaitGroup }
+// inboxJournal is the queue's journal as gateway run has it.
+type inboxJournal struct{ in *inbox.Inbox }
 
-func (c countingReplier) Reply(context.Context, queue.Event, string) error {
+func (j inboxJournal) Append(e queue.Event) error { return j.in.Add(e) }
+
+type countingReplier struct {
+	wg *sync.WaitGroup
+	in *inbox.Inbox // records the reply's life as gateway run does, if set
+}
+
+func (c countingReplier) Reply(_ context.Context, e queue.Event, text string) error {
+	if c.in != nil {
+		c.in.Replied(e.ID, text)
+		c.in.Delivered(e.ID, 0, "1")
+		c.in.Finish(e.ID, inbox.Answered)
+	}
 	c.wg.Done()
 	return nil
 }

@@ -129,13 +129,19 @@ func runAll(outPath string, runs int) error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "bench: throughput...")
-	var tput []float64
+	var tput, durable []float64
+	var inboxBytes int64
 	for range runs {
-		v, err := throughput(100000)
+		v, _, err := throughput(100000, false)
 		if err != nil {
 			return err
 		}
 		tput = append(tput, v)
+		v, size, err := throughput(100000, true)
+		if err != nil {
+			return err
+		}
+		durable, inboxBytes = append(durable, v), size
 	}
 	fmt.Fprintln(os.Stderr, "bench: Go benchmarks...")
 	benches, err := runGoBenchmarks(runs)
@@ -183,6 +189,8 @@ func runAll(outPath string, runs int) error {
 	w("\nAt saturation the time is queueing: 100 prompts share two cores with the fake Discord, so the last of a round waits for the others; it is shown for completeness and is not the budget's measure.\n\n")
 
 	w("## Throughput\n\nEvents through queue + runtime (persona read, prompt file, session binding, memory guard) with the instant fake backend, 100,000 events over 100 channels, MAX_CONCURRENT_QUERIES=8, %d runs: median %.0f events/s (min %.0f, max %.0f).\n\n", len(tput), median(tput), tput[0], tput[len(tput)-1])
+	sort.Float64s(durable)
+	w("With the inbox, as `gateway run` has it (each event recorded before it is accepted, then started, replied, delivered and finished: five fsync'd records, with group commit), same load: median %.0f events/s (min %.0f, max %.0f); the inbox's log was %.1f MB after the 100,000 events (compacted, finished events kept up to INBOX_MAX_EVENTS=10,000).\n\n", median(durable), durable[0], durable[len(durable)-1], mb(inboxBytes))
 
 	w("## Go benchmarks\n\n`go test -run=^$ -bench=. -benchmem -count=%d ./...`, medians.\n\n| benchmark | ns/op | B/op | allocs/op | other |\n|---|---|---|---|---|\n", runs)
 	for _, g := range benches {

@@ -3,11 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 
 	"github.com/agentgateway/gateway/internal/agentuser"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/inbox"
 )
 
 // agentUserChecks runs the start check of AGENT_USER, as `gateway run`
@@ -48,6 +51,27 @@ func holdChecks(cfg *config.Config) []check {
 		}
 		out = append(out, check{Name: "schedule", Warning: true,
 			Detail: fmt.Sprintf("a change to %s made during an agent turn is held since %s (%s)", h.File, h.Created.Format("2006-01-02 15:04 MST"), where)})
+	}
+	return out
+}
+
+// inboxChecks describe the inbox: its size, the events waiting or running
+// (a stopped gateway takes them up at its next start), and the failed ones.
+func inboxChecks(cfg *config.Config) []check {
+	st, torn, err := inbox.Inspect(filepath.Join(cfg.ConfigDir, gateway.InboxFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return []check{{Name: "inbox", OK: true, Detail: "no inbox yet: `gateway run` creates " + gateway.InboxFile}}
+	case err != nil:
+		return []check{{Name: "inbox", Detail: "cannot read " + gateway.InboxFile + ": " + err.Error(), need: "a readable inbox", runOnly: true}}
+	}
+	out := []check{{Name: "inbox", OK: true, Detail: fmt.Sprintf("%s: %.1f MB, %d events kept, %d waiting, %d running, %d failed",
+		gateway.InboxFile, float64(st.Bytes)/(1<<20), st.Entries, st.Waiting, st.Running, st.Failed)}}
+	if torn > 0 {
+		out = append(out, check{Name: "inbox", Warning: true, Detail: fmt.Sprintf("the last %d bytes do not read as a record: a write in progress, or a record torn by a crash that the next start cuts off", torn)})
+	}
+	if st.Failed > 0 {
+		out = append(out, check{Name: "inbox", Warning: true, Detail: fmt.Sprintf("%d events kept ended failed (their users were told; the gateway's log says why)", st.Failed)})
 	}
 	return out
 }

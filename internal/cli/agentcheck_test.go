@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/inbox"
+	"github.com/agentgateway/gateway/internal/queue"
 )
 
 func TestDoctorRunsTheAgentUserCheck(t *testing.T) {
@@ -58,4 +61,27 @@ func TestDoctorListsHeldScheduleChanges(t *testing.T) {
 		}
 	}
 	t.Fatalf("doctor does not list the held change:\n%s", out)
+}
+
+func TestDoctorDescribesTheInbox(t *testing.T) {
+	configDir, envFile := chatEnv(t)
+	in, err := inbox.Open(filepath.Join(configDir, gateway.InboxFile), inbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if err := in.Add(queue.Event{ID: id, Kind: queue.KindMessage, ChannelID: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.Started(1)
+	in.Finish(2, inbox.Failed)
+	in.Close()
+	report, out := doctorJSON(t, envFile)
+	for _, c := range report.Checks {
+		if c.Name == "inbox" && c.OK && strings.Contains(c.Detail, "3 events kept, 1 waiting, 1 running, 1 failed") {
+			return
+		}
+	}
+	t.Fatalf("doctor does not describe the inbox:\n%s", out)
 }

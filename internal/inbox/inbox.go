@@ -236,6 +236,20 @@ func Open(path string, opts Options) (*Inbox, error) {
 	return in, nil
 }
 
+// Inspect reads the log at path without changing it (for doctor, while a
+// gateway may be running): its stats and how many bytes at its end do not
+// replay (a torn record the next Open cuts off, or a write in progress).
+func Inspect(path string) (Stats, int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Stats{}, 0, err
+	}
+	in := &Inbox{entries: map[uint64]*Entry{}, keys: map[string]uint64{}, seen: map[string]Seen{}}
+	good := in.replay(data)
+	in.size = int64(good)
+	return in.Stats(), int64(len(data) - good), nil
+}
+
 // replay applies the records of data and returns how many bytes were good.
 func (in *Inbox) replay(data []byte) int {
 	off := 0
