@@ -269,12 +269,12 @@ func (b *Bot) catchUp() {
 	c := b.client(ctx)
 	total, skipped := 0, 0
 	for ch, after := range since {
-		msgs, err := c.MessagesAfter(ch, after.message, 500)
+		msgs, err := b.missed(c, ch, after.message)
 		if err != nil {
 			b.log.Warn().Err(err).Str("channel", ch.String()).Msg("could not fetch the messages missed while disconnected")
 			continue
 		}
-		// MessagesAfter returns newest first.
+		// Both fetches return newest first.
 		slices.Reverse(msgs)
 		for _, m := range msgs {
 			// History carries no guild id; without it a guild message
@@ -348,6 +348,36 @@ func textual(t discord.ChannelType) bool {
 		return true
 	}
 	return false
+}
+
+// catchUpLimit bounds the messages the catch-up fetches in one channel.
+const catchUpLimit = 500
+
+// missed fetches the messages of ch posted after the one it knows. One
+// page usually holds them all; when it is full, more than a page was
+// missed, and the newest catchUpLimit are taken instead: a long outage
+// answers what was asked last rather than what was asked first.
+func (b *Bot) missed(c *api.Client, ch discord.ChannelID, after discord.MessageID) ([]discord.Message, error) {
+	const page = 100
+	msgs, err := c.MessagesAfter(ch, after, page)
+	if err != nil || len(msgs) < page {
+		return msgs, err
+	}
+	newest, err := c.MessagesBefore(ch, 0, catchUpLimit)
+	if err != nil {
+		return nil, err
+	}
+	keep := newest[:0]
+	for _, m := range newest {
+		if m.ID > after {
+			keep = append(keep, m)
+		}
+	}
+	if len(keep) == catchUpLimit {
+		b.log.Warn().Str("channel", ch.String()).Int("taken", catchUpLimit).
+			Msg("more messages were missed than the catch-up takes: the newest are answered, the older ones are not")
+	}
+	return keep, nil
 }
 
 // registerCommands installs /claude and /claude-reset for the application.

@@ -57,6 +57,18 @@ func loadState(path string) (map[discord.ChannelID]seen, error) {
 	return out, nil
 }
 
+// ReadStateFile reads a StateFile written by an earlier version (before
+// the inbox kept this), so that an upgrade does not forget where each
+// channel was. A missing file is no state.
+func ReadStateFile(path string) ([]SeenMessage, error) {
+	last, err := loadState(path)
+	var out []SeenMessage
+	for ch, s := range last {
+		out = append(out, SeenMessage{Channel: ch.String(), Message: s.message.String(), Guild: guildString(s.guild)})
+	}
+	return out, err
+}
+
 func saveState(path string, last map[discord.ChannelID]seen) error {
 	f := stateFile{Version: stateVersion, Channels: make(map[string]channelState, len(last))}
 	for ch, s := range last {

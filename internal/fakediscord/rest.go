@@ -382,24 +382,42 @@ func applyEdit(m *Message, in sentMessage, has present) *apiError {
 
 // history answers GET /channels/{id}/messages?after=&limit= like Discord:
 // the oldest messages after the cursor, newest first.
+// history serves GET .../messages as Discord does: with after, the oldest
+// limit messages after it; with before, the newest limit before it; with
+// neither, the newest limit. Newest first in every case.
 func history(c *channel, q map[string][]string) []discord.Message {
 	limit := 50
 	if v := first(q["limit"]); v != "" {
 		limit, _ = strconv.Atoi(v)
 	}
-	var after discord.Snowflake
+	var after, before discord.Snowflake
 	if v := first(q["after"]); v != "" {
 		after, _ = discord.ParseSnowflake(v)
 	}
-	out := []discord.Message{}
+	if v := first(q["before"]); v != "" {
+		before, _ = discord.ParseSnowflake(v)
+	}
+	var in []discord.Message
 	for _, m := range c.messages {
-		if discord.Snowflake(m.ID) > after && len(out) < limit {
+		id := discord.Snowflake(m.ID)
+		if id > after && (before == 0 || id < before) {
 			msg := m.Message
 			msg.GuildID = 0 // REST history carries no guild id
-			out = append(out, msg)
+			in = append(in, msg)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	sort.Slice(in, func(i, j int) bool { return in[i].ID < in[j].ID })
+	if len(in) > limit {
+		if after != 0 {
+			in = in[:limit]
+		} else {
+			in = in[len(in)-limit:]
+		}
+	}
+	out := make([]discord.Message, 0, len(in))
+	for i := len(in) - 1; i >= 0; i-- {
+		out = append(out, in[i])
+	}
 	return out
 }
 

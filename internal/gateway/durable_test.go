@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -250,5 +251,26 @@ func TestWebhookDeliveryRetriedIsAcceptedOnce(t *testing.T) {
 	h.stop()
 	if n := len(h.backend.Requests()); n != 1 {
 		t.Errorf("%d runs for one delivery sent twice", n)
+	}
+}
+
+// The first start after an upgrade takes the newest message seen per
+// channel from the earlier version's discord-state.json.
+func TestUpgradeImportsTheDiscordStateFile(t *testing.T) {
+	fd := fakediscord.Start(t)
+	guild, channel := fd.AddGuild("test")
+	alice := fd.User("alice")
+	seen := fd.Post(channel, alice, "seen by the earlier version")
+	missed := fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" missed while upgrading", fd.Bot)
+	dir := t.TempDir()
+	state := `{"version":1,"channels":{"` + channel.String() + `":{"last":"` + seen.ID.String() + `","guild":"` + guild.String() + `"}}}`
+	if err := os.WriteFile(filepath.Join(dir, gwdiscord.StateFile), []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startGateway(t, harnessOptions{fd: fd, configDir: dir})
+	h.fd.Wait(t, "the missed prompt answered", waitLong, func() bool { return len(repliesTo(fd, channel, missed.ID)) == 1 })
+	h.stop()
+	if _, err := os.Stat(filepath.Join(dir, gwdiscord.StateFile)); !os.IsNotExist(err) {
+		t.Errorf("the imported state file is still there: %v", err)
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -71,4 +73,30 @@ func tellRestarting(in *inbox.Inbox, n notifier, log zerolog.Logger) {
 			log.Debug().Err(err).Uint64("event", e.ID).Msg("could not tell a waiting prompt about the restart")
 		}
 	}
+}
+
+// importDiscordState moves the newest message seen per channel from the
+// discord-state.json of an earlier version into a new inbox, once, so the
+// first start after an upgrade still catches up on what was missed.
+func importDiscordState(cfg *config.Config, d *durable, log zerolog.Logger) {
+	path := filepath.Join(cfg.ConfigDir, discord.StateFile)
+	if len(d.in.LastSeen()) > 0 {
+		return
+	}
+	seen, err := discord.ReadStateFile(path)
+	if err != nil {
+		log.Warn().Str("file", discord.StateFile).Msg("the Discord state file of an earlier version is not readable; ignored")
+		return
+	}
+	if len(seen) == 0 {
+		return
+	}
+	if err := d.SaveSeen(seen); err != nil {
+		log.Warn().Err(err).Msg("could not import the Discord state of an earlier version")
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		log.Debug().Err(err).Msg("remove the imported Discord state file")
+	}
+	log.Info().Int("channels", len(seen)).Str("file", discord.StateFile).Msg("imported the newest message seen per channel into the inbox")
 }

@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	killLeftovers(cfg, log)
 	durable := newDurable(in, log.With().Str("component", "inbox").Logger())
+	importDiscordState(cfg, durable, log)
 
 	dopts := opts.Discord
 	dopts.Token = cfg.DiscordToken
