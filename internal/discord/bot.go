@@ -197,6 +197,9 @@ type Bot struct {
 	dirty    bool
 	// persisted is closed when the state has been saved at Close.
 	persisted chan struct{}
+	// held are the live messages of channels being caught up, by channel;
+	// a channel is in the map while its catch-up runs.
+	held map[discord.ChannelID][]heldMessage
 	// busyNoticed is when each channel was last told the queue is full;
 	// within busyNoticeEvery further refusals only get a reaction.
 	busyNoticed map[discord.ChannelID]time.Time
@@ -323,6 +326,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		typing:       make(map[uint64]context.CancelFunc),
 		interactions: make(map[string]*interaction),
 		busyNoticed:  make(map[discord.ChannelID]time.Time),
+		held:         make(map[discord.ChannelID][]heldMessage),
 		clock:        opts.Clock,
 		out:          newOutbox(),
 	}

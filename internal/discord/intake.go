@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -93,7 +94,54 @@ func accepts(m discord.Message, botID discord.UserID) bool {
 }
 
 func (b *Bot) onMessage(ev *gateway.MessageCreateEvent) {
+	b.mu.Lock()
+	if held, catching := b.held[ev.ChannelID]; catching {
+		// Its channel is being caught up: it is taken after the missed
+		// ones, to keep the channel's order.
+		b.held[ev.ChannelID] = append(held, heldMessage{ev.Message, ev.Member})
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
 	b.handleMessage(ev.Message, ev.Member)
+}
+
+// heldMessage is a live message that waits for its channel's catch-up.
+type heldMessage struct {
+	m      discord.Message
+	member *discord.Member
+}
+
+// holdChannels marks channels as being caught up (live messages in them
+// wait) and reports false when a catch-up is already running. mu must be
+// held.
+func (b *Bot) holdChannelsLocked(chs []discord.ChannelID) bool {
+	if len(b.held) > 0 {
+		return false
+	}
+	for _, ch := range chs {
+		b.held[ch] = nil
+	}
+	return true
+}
+
+// release takes the live messages held for ch, in order, and ends its
+// catch-up.
+func (b *Bot) release(ch discord.ChannelID) {
+	for {
+		b.mu.Lock()
+		msgs := b.held[ch]
+		if len(msgs) == 0 {
+			delete(b.held, ch)
+			b.mu.Unlock()
+			return
+		}
+		b.held[ch] = nil
+		b.mu.Unlock()
+		for _, h := range msgs {
+			b.handleMessage(h.m, h.member)
+		}
+	}
 }
 
 // handleMessage is the intake of one message, live or fetched after a
@@ -254,24 +302,34 @@ func (b *Bot) names(m discord.Message) Names {
 
 // catchUp runs after a reconnect that could not resume: it fetches, in
 // every channel the bot has seen a message in, what was posted since, and
-// takes the prompts among them. It runs on the event loop, so live events
-// wait and keep their order behind the fetched ones.
+// takes the prompts among them. It starts a goroutine, so slash commands
+// are answered meanwhile; live messages in a channel being caught up wait
+// and are taken after the fetched ones, in order.
 func (b *Bot) catchUp() {
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CatchUpTimeout)
-	defer cancel()
 	b.mu.Lock()
 	since := make(map[discord.ChannelID]seen, len(b.lastSeen))
 	for ch, s := range b.lastSeen {
 		since[ch] = s
 	}
+	if !b.holdChannelsLocked(slices.Collect(maps.Keys(since))) {
+		b.mu.Unlock()
+		b.log.Info().Msg("a catch-up is already running; this one is skipped")
+		return
+	}
 	b.mu.Unlock()
+	go b.fetchMissed(since)
+}
 
+func (b *Bot) fetchMissed(since map[discord.ChannelID]seen) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CatchUpTimeout)
+	defer cancel()
 	c := b.client(ctx)
 	total, skipped := 0, 0
 	for ch, after := range since {
 		msgs, err := b.missed(c, ch, after.message)
 		if err != nil {
 			b.log.Warn().Err(err).Str("channel", ch.String()).Msg("could not fetch the messages missed while disconnected")
+			b.release(ch)
 			continue
 		}
 		// Both fetches return newest first.
@@ -289,6 +347,7 @@ func (b *Bot) catchUp() {
 			}
 			b.handleMessage(m, nil)
 		}
+		b.release(ch)
 		total += len(msgs)
 	}
 	b.log.Info().Int("channels", len(since)).Int("messages", total).Int("too_old", skipped).Msg("caught up on messages sent while disconnected")
@@ -311,10 +370,15 @@ func (b *Bot) onGuildCreate(g *gateway.GuildCreateEvent) {
 			unseen = append(unseen, c.ID)
 		}
 	}
-	b.mu.Unlock()
-	if !again || len(unseen) == 0 {
+	if !again || len(unseen) == 0 || !b.holdChannelsLocked(unseen) {
+		b.mu.Unlock()
 		return
 	}
+	b.mu.Unlock()
+	go b.fetchUnseen(g.ID, unseen)
+}
+
+func (b *Bot) fetchUnseen(guild discord.GuildID, unseen []discord.ChannelID) {
 	since := b.opts.WatchingSince
 	if oldest := b.clock.Now().Add(-b.opts.MaxCatchUpAge); since.Before(oldest) {
 		since = oldest
@@ -324,16 +388,18 @@ func (b *Bot) onGuildCreate(g *gateway.GuildCreateEvent) {
 	defer cancel()
 	total := 0
 	for _, ch := range unseen {
-		msgs, err := b.client(ctx).MessagesAfter(ch, after, 500)
+		msgs, err := b.missed(b.client(ctx), ch, after)
 		if err != nil {
 			b.log.Debug().Err(err).Str("channel", ch.String()).Msg("could not fetch the messages of a channel new to the bot")
+			b.release(ch)
 			continue
 		}
 		slices.Reverse(msgs)
 		for _, m := range msgs {
-			m.ChannelID, m.GuildID = ch, g.ID
+			m.ChannelID, m.GuildID = ch, guild
 			b.handleMessage(m, nil)
 		}
+		b.release(ch)
 		total += len(msgs)
 	}
 	if total > 0 {

@@ -274,3 +274,37 @@ func TestUpgradeImportsTheDiscordStateFile(t *testing.T) {
 		t.Errorf("the imported state file is still there: %v", err)
 	}
 }
+
+// The catch-up after a restart runs beside the event loop: a slash
+// command is acknowledged at once while it waits for Discord, and a live
+// prompt in the channel being caught up is answered after the missed one.
+func TestCatchUpDoesNotHoldSlashCommands(t *testing.T) {
+	first := startGateway(t, harnessOptions{})
+	first.mention(first.channel, "before")
+	first.waitReplies(first.channel, 1)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	first.mention(first.channel, "while down")
+	// History is slow to come: Discord rate-limits the first fetch.
+	first.fd.Fail(fakediscord.Fault{Method: "GET", Path: "/channels/" + first.channel.String() + "/messages", Status: 429, RetryAfter: "1.5"})
+
+	second := startGateway(t, harnessOptions{fd: first.fd, configDir: first.cfg.ConfigDir})
+	second.guild, second.channel, second.user = first.guild, first.channel, first.user
+	live := second.mention(second.channel, "live")
+	id := second.fd.Interact(second.channel, second.user, "claude", map[string]string{"prompt": "slash"})
+	second.fd.Wait(t, "the slash command's acknowledgement", waitLong, func() bool { return len(second.fd.Callbacks(id)) > 0 })
+	if strings.Contains(second.logs.String(), "caught up on messages") {
+		t.Fatal("the slash command was acknowledged only after the catch-up")
+	}
+	second.fd.Wait(t, "the live prompt's answer", waitLong, func() bool { return len(repliesTo(second.fd, second.channel, live.ID)) == 1 })
+	var order []string
+	for _, m := range second.fd.BotMessages(second.channel) {
+		if m.Content == "echo: while down" || m.Content == "echo: live" {
+			order = append(order, m.Content)
+		}
+	}
+	if strings.Join(order, "|") != "echo: while down|echo: live" {
+		t.Errorf("answers = %q, want the missed prompt first", order)
+	}
+}
