@@ -5,7 +5,6 @@ package conformance
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,10 +23,7 @@ import (
 // SIGTERM in the middle of a run lets it finish, delivers its reply and
 // exits 0.
 func TestConformanceDiscordRun(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "gateway")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gateway").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildGateway(t)
 	gate := make(chan struct{})
 	api := fakeapi.StartAnthropic(t,
 		fakeapi.Text("Hello from the model."),
@@ -40,23 +36,7 @@ func TestConformanceDiscordRun(t *testing.T) {
 	work := t.TempDir()
 	cmd := exec.Command(bin, "run")
 	cmd.Dir = work
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"CONFIG_DIR=" + filepath.Join(work, "config"),
-		"AGENT_CLI_PATH=" + cliBinary(t, "claude"),
-		"PERMISSION_MODE=acceptEdits",
-		"QUERY_TIMEOUT_MS=60000",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"CLAUDE_CODE_MAX_RETRIES=0",
-		"DISABLE_AUTOUPDATER=1",
-		"ANTHROPIC_API_KEY=" + apiKey,
-		"ANTHROPIC_BASE_URL=" + api.URL(),
-		"DISCORD_BOT_TOKEN=" + fakediscord.DefaultToken,
-		"DISCORD_API_BASE_URL=" + fd.APIBaseURL(),
-		"DISCORD_GATEWAY_URL=" + fd.GatewayURL(),
-		"LOG_FORMAT=json",
-	}
+	cmd.Env = gatewayEnv(t, fd, api.URL(), filepath.Join(work, "config"))
 	var stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	// A killed gateway can leave a CLI holding the output pipe.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
+	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
 // cliBinary is the absolute path of a pinned agent CLI, from <NAME>_BIN
@@ -99,4 +101,37 @@ func waitProcessesGone(ctx context.Context, t *testing.T, marker string) {
 		}
 		<-tick.C
 	}
+}
+
+// buildGateway builds cmd/gateway into a temp dir and returns its path.
+func buildGateway(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gateway")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gateway").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// gatewayEnv is the environment of `gateway run` against the fake Discord
+// at fd and the fake model API at apiURL, with the real claude CLI; extra
+// settings are appended.
+func gatewayEnv(t *testing.T, fd *fakediscord.Server, apiURL, configDir string, extra ...string) []string {
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(),
+		"CONFIG_DIR=" + configDir,
+		"AGENT_CLI_PATH=" + cliBinary(t, "claude"),
+		"PERMISSION_MODE=acceptEdits",
+		"QUERY_TIMEOUT_MS=60000",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"CLAUDE_CODE_MAX_RETRIES=0",
+		"DISABLE_AUTOUPDATER=1",
+		"ANTHROPIC_API_KEY=" + apiKey,
+		"ANTHROPIC_BASE_URL=" + apiURL,
+		"DISCORD_BOT_TOKEN=" + fakediscord.DefaultToken,
+		"DISCORD_API_BASE_URL=" + fd.APIBaseURL(),
+		"DISCORD_GATEWAY_URL=" + fd.GatewayURL(),
+		"LOG_FORMAT=json",
+	}, extra...)
 }

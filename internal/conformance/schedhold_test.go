@@ -23,10 +23,7 @@ import (
 // nothing, and asks the approver in the output channel; only Apply
 // schedules the job.
 func TestConformanceClaudeScheduleWriteWaitsForApply(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "gateway")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gateway").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildGateway(t)
 	work := t.TempDir()
 	configDir := filepath.Join(work, "config")
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
@@ -51,25 +48,7 @@ func TestConformanceClaudeScheduleWriteWaitsForApply(t *testing.T) {
 
 	cmd := exec.Command(bin, "run")
 	cmd.Dir = work
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"CONFIG_DIR=" + configDir,
-		"AGENT_CLI_PATH=" + cliBinary(t, "claude"),
-		"PERMISSION_MODE=acceptEdits",
-		"QUERY_TIMEOUT_MS=60000",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"CLAUDE_CODE_MAX_RETRIES=0",
-		"DISABLE_AUTOUPDATER=1",
-		"ANTHROPIC_API_KEY=" + apiKey,
-		"ANTHROPIC_BASE_URL=" + api.URL(),
-		"DISCORD_BOT_TOKEN=" + fakediscord.DefaultToken,
-		"DISCORD_API_BASE_URL=" + fd.APIBaseURL(),
-		"DISCORD_GATEWAY_URL=" + fd.GatewayURL(),
-		"OUTPUT_CHANNEL_ID=" + ops.String(),
-		"APPROVER_IDS=" + boss.ID.String(),
-		"LOG_FORMAT=json",
-	}
+	cmd.Env = gatewayEnv(t, fd, api.URL(), configDir, "OUTPUT_CHANNEL_ID="+ops.String(), "APPROVER_IDS="+boss.ID.String())
 	var logs lockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.WaitDelay = 5 * time.Second
