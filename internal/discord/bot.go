@@ -178,10 +178,6 @@ type Bot struct {
 	// lastSeen is the newest message seen per channel: the resume point of
 	// the catch-up after a reconnect, and the duplicate filter.
 	lastSeen map[discord.ChannelID]seen
-	// unanswered is, per channel, the oldest prompt the gateway accepted
-	// and then stopped without answering (Unanswered); the saved state
-	// resumes before it.
-	unanswered map[discord.ChannelID]discord.MessageID
 	// marks are the "waiting" reactions of queued prompts, by event id.
 	marks map[uint64]*mark
 	// typing cancels each running event's typing loop, by event id.

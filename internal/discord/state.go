@@ -107,9 +107,6 @@ func (b *Bot) saveIfDirty() {
 	b.dirty = false
 	snapshot := make(map[discord.ChannelID]seen, len(b.lastSeen))
 	for ch, s := range b.lastSeen {
-		if first, ok := b.unanswered[ch]; ok && first <= s.message {
-			s.message = first - 1 // the next start fetches it again
-		}
 		snapshot[ch] = s
 	}
 	b.mu.Unlock()
