@@ -149,6 +149,21 @@ type DeliveryLog interface {
 	Settled(event uint64, delivered bool)
 }
 
+// Keeper is an optional ability of an Intake: it stores an event for the
+// next start without running it (queue.Queue.Keep). With it, a prompt that
+// arrives while the gateway stops is kept instead of refused.
+type Keeper interface {
+	Keep(queue.Event) (queue.Event, error)
+}
+
+// RestartingNotice answers a prompt that will be answered after a restart;
+// RestartingTag is its nonce tag (Notify), so it shows once per prompt
+// whoever posts it.
+const (
+	RestartingNotice = "The gateway is restarting; this prompt stays queued and is answered when it is back."
+	RestartingTag    = "r"
+)
+
 // SessionResetter forgets a channel's session binding.
 type SessionResetter interface {
 	Delete(key string) (bool, error)

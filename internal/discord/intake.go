@@ -12,6 +12,7 @@ import (
 	"github.com/diamondburned/arikawa/v3/discord"
 	"github.com/diamondburned/arikawa/v3/gateway"
 	"github.com/diamondburned/arikawa/v3/utils/json/option"
+	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/queue"
 )
@@ -171,10 +172,6 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		go b.notice(m.ChannelID, m.ID, emptyPrompt)
 		return
 	}
-	if b.stopping.Load() {
-		go b.notice(m.ChannelID, m.ID, shuttingDown)
-		return
-	}
 	e := queue.Event{
 		Kind:      queue.KindMessage,
 		Source:    Source,
@@ -186,6 +183,10 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	}
 	if m.GuildID.IsValid() {
 		e.GuildID = m.GuildID.String()
+	}
+	if b.stopping.Load() {
+		b.keep(e, log)
+		return
 	}
 
 	b.mu.Lock()
@@ -214,6 +215,41 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 			}
 		}()
 	}
+}
+
+// keep takes a prompt that arrives while the gateway stops: stored for the
+// next start when the intake can (Keeper), else refused with a notice.
+func (b *Bot) keep(e queue.Event, log zerolog.Logger) {
+	k, ok := b.intake.(Keeper)
+	if !ok {
+		go b.notice(parseChannel(e.ChannelID), parseMessage(e.ReplyTo), shuttingDown)
+		return
+	}
+	kept, err := k.Keep(e)
+	switch {
+	case errors.Is(err, queue.ErrDuplicate):
+		return
+	case err != nil:
+		log.Error().Err(err).Msg("prompt not kept for the next start")
+		go b.notice(parseChannel(e.ChannelID), parseMessage(e.ReplyTo), shuttingDown)
+		return
+	}
+	log.Info().Uint64("event", kept.ID).Msg("prompt kept for the next start: the gateway is stopping")
+	go func() {
+		if err := b.Notify(b.ctx, kept, RestartingTag, RestartingNotice, false); err != nil {
+			log.Debug().Err(err).Msg("could not tell a kept prompt about the restart")
+		}
+	}()
+}
+
+func parseChannel(id string) discord.ChannelID {
+	s, _ := discord.ParseSnowflake(id)
+	return discord.ChannelID(s)
+}
+
+func parseMessage(id string) discord.MessageID {
+	s, _ := discord.ParseSnowflake(id)
+	return discord.MessageID(s)
 }
 
 // MessageKey is the de-duplication key (queue.Event.Key) of the prompt in

@@ -582,7 +582,9 @@ func TestBadTokenExitsWithAdvice(t *testing.T) {
 	}
 }
 
-func TestShutdownDeliversInFlightReplyAndRefusesNewPrompts(t *testing.T) {
+// A prompt that arrives during the shutdown is kept in the inbox: its
+// user is told once, and the next start answers it.
+func TestShutdownDeliversInFlightReplyAndKeepsNewPrompts(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
@@ -618,12 +620,21 @@ func TestShutdownDeliversInFlightReplyAndRefusesNewPrompts(t *testing.T) {
 	for _, m := range h.fd.BotMessages(h.channel) {
 		got = append(got, m.Content)
 	}
-	if len(got) != 2 || !strings.Contains(got[0], "shutting down") || got[1] != "finished long job" {
-		t.Errorf("messages = %q, want the shutdown notice and the finished reply", got)
+	if len(got) != 2 || got[0] != gwdiscord.RestartingNotice || got[1] != "finished long job" {
+		t.Errorf("messages = %q, want one restart notice and the finished reply", got)
 	}
 	if n := len(h.backend.Requests()); n != 1 {
 		t.Errorf("%d runs, want 1", n)
 	}
+	next := startGateway(t, harnessOptions{fd: h.fd, configDir: h.cfg.ConfigDir})
+	next.fd.Wait(t, "the kept prompt answered", waitLong, func() bool {
+		for _, m := range next.fd.BotMessages(h.channel) {
+			if m.Content == "echo: too late" && m.Reference != nil && m.Reference.MessageID == late.ID {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {

@@ -192,7 +192,6 @@ const maxAttempts = 3
 const (
 	noticeInterrupted = "The gateway restarted while this was being worked on, after the agent had started using tools, so it was not run again on its own (it may have changed files already). Press Retry to run it again from the start."
 	noticeDeadLetter  = "This was started %d times and the gateway stopped during each run, so it is not tried again. Try a smaller request, or ask the operator to look at the gateway's log."
-	noticeRestarting  = "The gateway is restarting; this prompt stays queued and is answered when it is back."
 )
 
 // resumePlan sorts what a previous run left unfinished.
@@ -234,7 +233,6 @@ type notifier interface {
 const (
 	tagInterrupted = "i"
 	tagDeadLetter  = "d"
-	tagRestarting  = "r"
 )
 
 // resumer finishes what a previous run left once Discord is connected:

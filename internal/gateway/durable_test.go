@@ -173,9 +173,10 @@ func TestInterruptedAfterAToolOffersRetry(t *testing.T) {
 		}
 		return false
 	})
-	if got, _ := h.fd.Message(h.channel, notice.ID); len(got.Buttons()) != 0 || !strings.Contains(got.Content, "Retried by") {
-		t.Errorf("the notice after Retry = %q with %d buttons", got.Content, len(got.Buttons()))
-	}
+	h.fd.Wait(t, "the notice to say it was retried", waitLong, func() bool {
+		got, _ := h.fd.Message(h.channel, notice.ID)
+		return len(got.Buttons()) == 0 && strings.Contains(got.Content, "Retried by")
+	})
 	h.stop()
 	if n := len(h.backend.Requests()); n != 1 {
 		t.Errorf("%d runs, want one (the retry)", n)

@@ -69,7 +69,7 @@ func tellRestarting(in *inbox.Inbox, n notifier, log zerolog.Logger) {
 		if e.Kind != queue.KindMessage {
 			continue
 		}
-		if err := n.Notify(ctx, e, tagRestarting, noticeRestarting, false); err != nil {
+		if err := n.Notify(ctx, e, discord.RestartingTag, discord.RestartingNotice, false); err != nil {
 			log.Debug().Err(err).Uint64("event", e.ID).Msg("could not tell a waiting prompt about the restart")
 		}
 	}

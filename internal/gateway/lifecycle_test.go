@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
+	gwdiscord "github.com/agentgateway/gateway/internal/discord"
 )
 
 // blockOn answers every prompt at once except "forever", which runs until
@@ -130,7 +131,7 @@ func TestSecondSignalStopsAtOnceAndKeepsPrompts(t *testing.T) {
 	}
 	told := map[discord.MessageID]int{}
 	for _, m := range first.fd.BotMessages(first.channel) {
-		if m.Content != noticeRestarting || m.Reference == nil {
+		if m.Content != gwdiscord.RestartingNotice || m.Reference == nil {
 			t.Errorf("the stopped gateway posted %q", m.Content)
 			continue
 		}

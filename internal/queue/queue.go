@@ -200,6 +200,32 @@ func (q *Queue) Enqueue(e Event) (Receipt, error) {
 	return q.insertLocked(e), nil
 }
 
+// Keep records e in the journal for a later start without running it: a
+// prompt that arrives while the gateway stops, after Close. It assigns the
+// id and time as Enqueue does. Without a Journal it returns ErrClosed.
+func (q *Queue) Keep(e Event) (Event, error) {
+	if q.opts.Journal == nil {
+		return Event{}, ErrClosed
+	}
+	q.appendMu.Lock()
+	defer q.appendMu.Unlock()
+	q.mu.Lock()
+	e.Lane = e.lane()
+	now := q.opts.Now()
+	if now.Before(q.last) {
+		now = q.last
+	}
+	e.ID, e.Time = q.nextID+1, now
+	q.mu.Unlock()
+	if err := q.opts.Journal.Append(e); err != nil {
+		return Event{}, fmt.Errorf("journal event: %w", err)
+	}
+	q.mu.Lock()
+	q.nextID, q.last = e.ID, now
+	q.mu.Unlock()
+	return e, nil
+}
+
 // Restore accepts events a journal kept from an earlier run, with their
 // ids and times, ahead of new ones: call it before the first Enqueue, in id
 // order. Limits do not apply (they were met when the events came in) and
