@@ -43,6 +43,10 @@ func KillLeftovers(owner string) (killed int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("kill leftovers: %w", err)
 	}
+	// Find them all first: killing a group as it is found would hide its
+	// other members from the count.
+	type leftover struct{ pid, pgrp int }
+	var found []leftover
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -52,10 +56,13 @@ func KillLeftovers(owner string) (killed int, err error) {
 		if !ok || st.dead() || st.pgrp == selfPgrp || !hasMark(pid, mark) {
 			continue
 		}
-		if st.pgrp == pid {
-			_ = signalGroup(pid, syscall.SIGKILL)
+		found = append(found, leftover{pid, st.pgrp})
+	}
+	for _, l := range found {
+		if l.pgrp == l.pid {
+			_ = signalGroup(l.pid, syscall.SIGKILL)
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil || errors.Is(err, syscall.ESRCH) {
+		if err := syscall.Kill(l.pid, syscall.SIGKILL); err == nil || errors.Is(err, syscall.ESRCH) {
 			killed++
 		}
 	}
