@@ -29,6 +29,7 @@ const (
 	emptyPrompt    = "Mention me with a question, or use /claude."
 	notAllowed     = "You are not allowed to use this bot here."
 	shuttingDown   = "The gateway is shutting down and did not take this message. Please send it again in a minute."
+	notStored      = "The gateway could not store this message (its disk may be full), so it was not taken. The operator can see why in the gateway's log; please send it again later."
 	resetNotice    = "Started a new conversation: the next prompt in this channel begins a fresh session."
 	resetNothing   = "There was no conversation to reset in this channel; the next prompt begins a fresh session."
 	resetFailed    = "Could not reset the conversation: the session file could not be written. Check the gateway's log."
@@ -275,7 +276,10 @@ func (b *Bot) refuse(channel discord.ChannelID, message discord.MessageID, err e
 	case errors.Is(err, queue.ErrClosed):
 		b.notice(channel, message, shuttingDown)
 	default:
+		// The journal refused it (a full disk): nothing was stored, so the
+		// user must know to send it again.
 		b.log.Error().Err(err).Str("channel", channel.String()).Msg("prompt not queued")
+		b.notice(channel, message, notStored)
 	}
 }
 

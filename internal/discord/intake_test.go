@@ -2,6 +2,8 @@ package discord
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,5 +93,21 @@ func TestSlashPromptRefusedByAFullQueueIsLogged(t *testing.T) {
 	line := tb.logs.lines("slash prompt refused")[0]
 	if !strings.Contains(line, `"depth":4`) || !strings.Contains(line, `"channel_limit":true`) {
 		t.Errorf("refusal log = %s, want the depth and which limit", line)
+	}
+}
+
+// A prompt the journal could not store (a full disk) is answered in words:
+// nothing was kept, so its user must send it again.
+func TestPromptNotStoredIsToldSo(t *testing.T) {
+	tb := startBot(t, Options{})
+	tb.intake.setRefuse(fmt.Errorf("journal event: %w", errors.New("write the inbox: no space left on device")))
+	m := tb.mention(tb.channel, "remember this")
+	tb.fd.Wait(t, "the notice", waitLong, func() bool { return len(tb.fd.BotMessages(tb.channel)) == 1 })
+	got := tb.fd.BotMessages(tb.channel)[0]
+	if got.Content != notStored || got.Reference == nil || got.Reference.MessageID != m.ID {
+		t.Errorf("notice = %q (reply to %v), want %q on the prompt", got.Content, got.Reference, notStored)
+	}
+	if strings.Contains(got.Content, "no space left") {
+		t.Error("the notice shows the error itself")
 	}
 }
