@@ -113,7 +113,7 @@ func TestChaos(t *testing.T) {
 		"AGENT_CLI_PATH=" + script,
 		"ANTHROPIC_API_KEY=sk-ant-chaos",
 		"PERMISSION_MODE=acceptEdits",
-		"QUERY_TIMEOUT_MS=30000",
+		"QUERY_TIMEOUT_MS=20000",
 		"MAX_CHANNEL_QUEUE=100",
 		"MAX_QUEUE_DEPTH=1000",
 		"DISCORD_BOT_TOKEN=" + fakediscord.DefaultToken,
@@ -202,7 +202,7 @@ func TestChaos(t *testing.T) {
 				select {
 				case <-stop:
 					return
-				case <-time.After(time.Duration(20+delays.IntN(180)) * time.Millisecond):
+				case <-time.After(time.Duration(150+delays.IntN(450)) * time.Millisecond):
 					post()
 				}
 			}
@@ -219,10 +219,10 @@ func TestChaos(t *testing.T) {
 				if err != nil {
 					t.Errorf("round %d: gateway exited with %v after SIGTERM, want 0\n%s", round, err, tail(logs, &logsMu))
 				}
-			case <-time.After(60 * time.Second):
+			case <-time.After(120 * time.Second):
 				cmd.Process.Kill()
 				<-done
-				t.Errorf("round %d: the gateway did not stop within 60 s of SIGTERM", round)
+				t.Errorf("round %d: the gateway did not stop within 120 s of SIGTERM (its drain is bounded by QUERY_TIMEOUT_MS + 30 s)", round)
 			}
 		} else {
 			fig.sigkills++
@@ -243,10 +243,12 @@ func TestChaos(t *testing.T) {
 	}
 	_ = gatewayUp
 
-	// The last start: everything accepted must be answered.
+	// The last start: everything accepted must be answered. A slow machine
+	// may take a while with a backlog: give up only when nothing moved for
+	// a minute.
 	cmd, logs := start()
 	sendHooks()
-	deadline := time.Now().Add(120 * time.Second)
+	progress, before := time.Now(), -1
 	for {
 		mu.Lock()
 		o := outcomes(fd, channels, hooks, prompts, accepted)
@@ -255,8 +257,11 @@ func TestChaos(t *testing.T) {
 		if o.unanswered == 0 && left == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d prompts or deliveries still without an outcome after 120 s (%d webhooks never accepted)", o.unanswered, left)
+		if o.unanswered != before {
+			progress, before = time.Now(), o.unanswered
+		}
+		if time.Since(progress) > time.Minute {
+			t.Errorf("%d prompts or deliveries still without an outcome, none answered in the last minute (%d webhooks never accepted)", o.unanswered, left)
 			break
 		}
 		if left > 0 {

@@ -313,6 +313,11 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	sess.Client.Client.Client = httpdriver.WrapClient(http.Client{Transport: rt, Timeout: 30 * time.Second})
 	// The transport owns retries (see transport); arikawa must not repeat.
 	sess.Client.Client.Retries = 1
+	// arikawa v3.6.0 creates its query-string encoder on first use without
+	// a lock; two first uses at once (two catch-ups) race. Create it now.
+	_, _ = sess.Client.Client.SchemaEncoder.Encode(struct {
+		Limit uint `schema:"limit"`
+	}{1})
 
 	// Cache what names and threads need; not messages, presences or voice.
 	cab := defaultstore.New()

@@ -114,17 +114,18 @@ type heldMessage struct {
 	member *discord.Member
 }
 
-// holdChannels marks channels as being caught up (live messages in them
-// wait) and reports false when a catch-up is already running. mu must be
-// held.
-func (b *Bot) holdChannelsLocked(chs []discord.ChannelID) bool {
-	if len(b.held) > 0 {
-		return false
-	}
+// holdChannelsLocked marks channels as being caught up (live messages in
+// them wait) and returns those it marked: a channel another catch-up is
+// still fetching is left to it. mu must be held.
+func (b *Bot) holdChannelsLocked(chs []discord.ChannelID) []discord.ChannelID {
+	var marked []discord.ChannelID
 	for _, ch := range chs {
-		b.held[ch] = nil
+		if _, busy := b.held[ch]; !busy {
+			b.held[ch] = nil
+			marked = append(marked, ch)
+		}
 	}
-	return true
+	return marked
 }
 
 // release takes the live messages held for ch, in order, and ends its
@@ -348,13 +349,8 @@ func (b *Bot) names(m discord.Message) Names {
 func (b *Bot) catchUp() {
 	b.mu.Lock()
 	since := make(map[discord.ChannelID]seen, len(b.lastSeen))
-	for ch, s := range b.lastSeen {
-		since[ch] = s
-	}
-	if !b.holdChannelsLocked(slices.Collect(maps.Keys(since))) {
-		b.mu.Unlock()
-		b.log.Info().Msg("a catch-up is already running; this one is skipped")
-		return
+	for _, ch := range b.holdChannelsLocked(slices.Collect(maps.Keys(b.lastSeen))) {
+		since[ch] = b.lastSeen[ch]
 	}
 	b.mu.Unlock()
 	go b.fetchMissed(since)
@@ -410,11 +406,15 @@ func (b *Bot) onGuildCreate(g *gateway.GuildCreateEvent) {
 			unseen = append(unseen, c.ID)
 		}
 	}
-	if !again || len(unseen) == 0 || !b.holdChannelsLocked(unseen) {
+	if !again {
 		b.mu.Unlock()
 		return
 	}
+	unseen = b.holdChannelsLocked(unseen)
 	b.mu.Unlock()
+	if len(unseen) == 0 {
+		return
+	}
 	go b.fetchUnseen(g.ID, unseen)
 }
 

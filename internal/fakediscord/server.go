@@ -254,8 +254,14 @@ func (s *Server) GatewayURL() string {
 }
 
 // id returns a new snowflake, greater than every earlier one.
+// id returns a new snowflake. Like Discord's, ids carry the time they
+// were made (a catch-up asks for messages after a point in time) and grow.
 func (s *Server) id() discord.Snowflake {
-	s.nextID++
+	if now := uint64(discord.NewSnowflake(time.Now())); now > s.nextID {
+		s.nextID = now
+	} else {
+		s.nextID++
+	}
 	return discord.Snowflake(s.nextID)
 }
 

@@ -309,3 +309,29 @@ func TestCatchUpDoesNotHoldSlashCommands(t *testing.T) {
 		t.Errorf("answers = %q, want the missed prompt first", order)
 	}
 }
+
+// A prompt posted while the gateway was down, in a channel the bot had
+// never seen a message in, is answered after the restart, also while the
+// catch-up of the known channels is still running.
+func TestRestartAnswersPromptInANewChannel(t *testing.T) {
+	first := startGateway(t, harnessOptions{})
+	first.mention(first.channel, "before")
+	first.waitReplies(first.channel, 1)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := first.fd.AddChannel(fakediscord.Channel{GuildID: first.guild, Name: "fresh"})
+	missed := first.fd.Post(fresh, first.user, fakediscord.Mention(first.fd.Bot)+" in a new channel", first.fd.Bot)
+	// The known channel's catch-up is slow.
+	first.fd.Fail(fakediscord.Fault{Method: "GET", Path: "/channels/" + first.channel.String() + "/messages", Status: 429, RetryAfter: "1"})
+
+	second := startGateway(t, harnessOptions{fd: first.fd, configDir: first.cfg.ConfigDir})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", second.logs.String())
+		}
+	})
+	second.fd.Wait(t, "the prompt in the new channel answered", waitLong, func() bool {
+		return len(repliesTo(second.fd, fresh, missed.ID)) == 1
+	})
+}
