@@ -32,8 +32,12 @@ type Request struct {
 	SystemPromptFile string
 	// SessionID resumes an earlier session when not empty.
 	SessionID string
-	// WorkDir is the CLI's working directory (CONFIG_DIR).
+	// WorkDir is the CLI's working directory: the channel's project, or
+	// WORK_DIR, or CONFIG_DIR.
 	WorkDir string
+	// AddDirs are directories outside WorkDir the agent may read and write
+	// (CONFIG_DIR, for memory.md), for CLIs that confine it to WorkDir.
+	AddDirs []string
 	// Model overrides the CLI's default model when not empty.
 	Model          string
 	AllowedTools   []string
@@ -55,6 +59,12 @@ const (
 	EventToolResult
 	// EventResult carries the final result of the turn.
 	EventResult
+	// EventThinking reports that the model began to think (a thinking
+	// block), for CLIs that stream it.
+	EventThinking
+	// EventRetry reports that the CLI failed to call the model API and
+	// is trying again.
+	EventRetry
 )
 
 func (k EventKind) String() string {
@@ -69,6 +79,10 @@ func (k EventKind) String() string {
 		return "tool_result"
 	case EventResult:
 		return "result"
+	case EventThinking:
+		return "thinking"
+	case EventRetry:
+		return "retry"
 	}
 	return "unknown"
 }
@@ -83,8 +97,16 @@ type Event struct {
 	Tool *ToolCall
 	// Result is set for EventResult.
 	Result *Result
-	// Err is set on an EventResult that reports a failure.
+	// Err is set on an EventResult that reports a failure, and on an
+	// EventRetry: the failure being retried.
 	Err *Error
+	// Model and KeySource may be set on EventInit: the model the CLI uses
+	// and where its credentials come from (claude's apiKeySource: "none"
+	// for a subscription login).
+	Model     string
+	KeySource string
+	// Attempt and MaxAttempts are set on EventRetry.
+	Attempt, MaxAttempts int
 }
 
 // ToolCall describes a tool invocation.
@@ -117,6 +139,12 @@ type Result struct {
 	Usage          Usage
 	Turns          int
 	Duration       time.Duration
+	// Model is the model the CLI reported, when it did.
+	Model string
+	// CostEstimated is set when the cost is what the usage would cost on
+	// an API key while the CLI runs on a subscription login: an estimate,
+	// not a bill.
+	CostEstimated bool
 	// PermissionDenials lists tools the CLI refused to run.
 	PermissionDenials []string
 }

@@ -220,6 +220,9 @@ func claudeArgs(req Request, systemPromptFile string) []string {
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
+	for _, dir := range req.AddDirs {
+		args = append(args, "--add-dir", dir)
+	}
 	return args
 }
 

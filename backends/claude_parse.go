@@ -45,6 +45,8 @@ type ClaudeParser struct {
 	// answered is set once the model API streamed anything, thinking
 	// included.
 	answered bool
+	// model and keySource are what system/init said.
+	model, keySource string
 }
 
 // claudeRetry is what claude's system/api_retry lines said since the model
@@ -93,6 +95,10 @@ type claudeLine struct {
 	APIErrorStatus    json.RawMessage `json:"api_error_status"`
 	APIErrorType      json.RawMessage `json:"api_error_type"`
 	APIError          json.RawMessage `json:"api_error"`
+
+	// system/init
+	Model        string `json:"model"`
+	APIKeySource string `json:"apiKeySource"`
 
 	// system/api_retry (and "error" on assistant API-error lines)
 	Attempt     json.RawMessage `json:"attempt"`
@@ -165,8 +171,11 @@ func (p *ClaudeParser) Parse(line []byte) ([]Event, error) {
 	// system/init carries the session id; noteSession has announced it.
 	switch l.Type {
 	case "system":
-		if l.Subtype == "api_retry" {
+		switch l.Subtype {
+		case "api_retry":
 			p.apiRetry(&l)
+		case "init":
+			p.init(&l)
 		}
 	case "stream_event":
 		p.streamEvent(l.Event, sub)
@@ -193,6 +202,25 @@ func (p *ClaudeParser) noteSession(id string) {
 	p.events = append(p.events, Event{Kind: EventInit, SessionID: id})
 }
 
+// init reads system/init: the model and the source of the credentials,
+// announced on the run's EventInit.
+func (p *ClaudeParser) init(l *claudeLine) {
+	p.model, p.keySource = l.Model, l.APIKeySource
+	for i := range p.events {
+		if p.events[i].Kind == EventInit {
+			p.events[i].Model, p.events[i].KeySource = p.model, p.keySource
+			return
+		}
+	}
+	if p.sessionID != "" {
+		p.events = append(p.events, Event{Kind: EventInit, SessionID: p.sessionID, Model: p.model, KeySource: p.keySource})
+	}
+}
+
+// claudeSubscription is claude's apiKeySource when it runs on a login
+// rather than an API key: its costs are estimates.
+const claudeSubscription = "none"
+
 func (p *ClaudeParser) streamEvent(ev *claudeStreamEvent, sub bool) {
 	if ev == nil {
 		return
@@ -205,8 +233,14 @@ func (p *ClaudeParser) streamEvent(ev *claudeStreamEvent, sub bool) {
 			p.curMsg = ev.Message.ID
 		}
 	case "content_block_start":
-		if ev.ContentBlock != nil && ev.ContentBlock.Type == "text" && !sub {
+		if ev.ContentBlock == nil || sub {
+			return
+		}
+		switch ev.ContentBlock.Type {
+		case "text":
 			p.newBlock = true
+		case "thinking", "redacted_thinking":
+			p.events = append(p.events, Event{Kind: EventThinking, SessionID: p.sessionID})
 		}
 	case "content_block_delta":
 		if ev.Delta == nil || ev.Delta.Type != "text_delta" || sub {
@@ -303,6 +337,8 @@ func (p *ClaudeParser) parseResult(l *claudeLine) {
 	if res.SessionID == "" {
 		res.SessionID = p.sessionID
 	}
+	res.Model = p.model
+	res.CostEstimated = p.keySource == claudeSubscription
 	var u claudeUsage
 	if json.Unmarshal(l.Usage, &u) == nil {
 		res.Usage = Usage{
@@ -337,6 +373,8 @@ func (p *ClaudeParser) apiRetry(l *claudeLine) {
 		r.connFail = 0
 	}
 	p.retry = r
+	p.events = append(p.events, Event{Kind: EventRetry, SessionID: p.sessionID, Err: r.err(),
+		Attempt: int(r.attempt), MaxAttempts: int(r.max)})
 	if p.fatal != nil {
 		return
 	}

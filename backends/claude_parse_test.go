@@ -47,7 +47,14 @@ func parseAll(t testing.TB, stream []byte) (events []Event, res Result, err erro
 func summarize(e Event) string {
 	switch e.Kind {
 	case EventInit:
+		if e.Model != "" || e.KeySource != "" {
+			return fmt.Sprintf("init %s %s %s", e.SessionID, e.Model, e.KeySource)
+		}
 		return "init " + e.SessionID
+	case EventThinking:
+		return "thinking"
+	case EventRetry:
+		return fmt.Sprintf("retry %d/%d %s", e.Attempt, e.MaxAttempts, e.Err.Kind)
 	case EventText:
 		return fmt.Sprintf("text %q", e.Text)
 	case EventToolUse:
@@ -67,6 +74,10 @@ func summarize(e Event) string {
 	}
 	return "unknown"
 }
+
+// initOpus is what the recordings' system/init lines name: the fake API's
+// model and an API key.
+const initOpus = " claude-opus-5-5 ANTHROPIC_API_KEY"
 
 func TestClaudeParseGolden(t *testing.T) {
 	t.Parallel()
@@ -100,27 +111,27 @@ func TestClaudeParseGolden(t *testing.T) {
 		{
 			file: "text.jsonl",
 			events: []string{
-				"init " + sText,
+				"init " + sText + initOpus,
 				`text "Hello! I'm Tova,"`, `text " running against"`, `text " the fake API."`,
 				`result "Hello! I'm Tova, running against the fake API."`,
 			},
-			result: Result{SessionID: sText, Text: "Hello! I'm Tova, running against the fake API.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
+			result: Result{SessionID: sText, Model: "claude-opus-5-5", Text: "Hello! I'm Tova, running against the fake API.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
 				Usage: usage, Turns: 1, Duration: 185 * time.Millisecond},
 		},
 		{
 			file: "resume.jsonl",
 			events: []string{
-				"init " + sText,
+				"init " + sText + initOpus,
 				`text "Yes, this is the "`, `text "second turn of th"`, `text "e same session."`,
 				`result "Yes, this is the second turn of the same session."`,
 			},
-			result: Result{SessionID: sText, Text: "Yes, this is the second turn of the same session.", CostUSD: 0.0012000000000000001, SessionCostUSD: 0.0012000000000000001,
+			result: Result{SessionID: sText, Model: "claude-opus-5-5", Text: "Yes, this is the second turn of the same session.", CostUSD: 0.0012000000000000001, SessionCostUSD: 0.0012000000000000001,
 				Usage: usage, Turns: 1, Duration: 138 * time.Millisecond},
 		},
 		{
 			file: "tool_write.jsonl",
 			events: []string{
-				"init " + sTool,
+				"init " + sTool + initOpus,
 				`tool_use Read toolu_fake_0001 {"file_path":"/CONFIG_DIR/memory.md"}`,
 				"tool_result Read toolu_fake_0001 ok",
 				`text "I'll add"`, `text " that to"`, `text " memory."`,
@@ -129,44 +140,44 @@ func TestClaudeParseGolden(t *testing.T) {
 				`text "\n\nNoted: A"`, `text "na prefe"`, `text "rs tea."`,
 				`result "Noted: Ana prefers tea."`,
 			},
-			result: Result{SessionID: sTool, Text: "Noted: Ana prefers tea.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
+			result: Result{SessionID: sTool, Model: "claude-opus-5-5", Text: "Noted: Ana prefers tea.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
 				Usage: Usage{InputTokens: 300, OutputTokens: 30}, Turns: 3, Duration: 316 * time.Millisecond},
 		},
 		{
 			file: "max_turns.jsonl",
 			events: []string{
-				"init " + sMax,
+				"init " + sMax + initOpus,
 				`tool_use Read toolu_fake_0001 {"file_path":"/CONFIG_DIR/memory.md"}`,
 				"tool_result Read toolu_fake_0001 ok",
 				`result "" error max_turns`,
 			},
-			result: Result{SessionID: sMax, CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001, Usage: usage, Turns: 2, Duration: 215 * time.Millisecond},
+			result: Result{SessionID: sMax, Model: "claude-opus-5-5", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001, Usage: usage, Turns: 2, Duration: 215 * time.Millisecond},
 			kind:   KindMaxTurns,
 			msgHas: "Reached maximum number of turns (1)",
 		},
 		{
 			file: "root_bypass_sandbox.jsonl",
 			events: []string{
-				"init " + sSandbox,
+				"init " + sSandbox + initOpus,
 				`text "Hello f"`, `text "rom a s"`, `text "andbox."`,
 				`result "Hello from a sandbox."`,
 			},
-			result: Result{SessionID: sSandbox, Text: "Hello from a sandbox.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
+			result: Result{SessionID: sSandbox, Model: "claude-opus-5-5", Text: "Hello from a sandbox.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
 				Usage: usage, Turns: 1, Duration: 202 * time.Millisecond},
 		},
 		{
 			// is_error with subtype "success"; the API error text shows up
 			// as a synthetic assistant message, which is not reply text.
 			file:   "auth_error.jsonl",
-			events: []string{"init " + sAuth, `result "Invalid API key · Fix external API key" error authentication_error`},
-			result: Result{SessionID: sAuth, Text: "Invalid API key · Fix external API key", Turns: 1, Duration: 155 * time.Millisecond},
+			events: []string{"init " + sAuth + initOpus, `result "Invalid API key · Fix external API key" error authentication_error`},
+			result: Result{SessionID: sAuth, Model: "claude-opus-5-5", Text: "Invalid API key · Fix external API key", Turns: 1, Duration: 155 * time.Millisecond},
 			kind:   KindAuth, status: 401, errIs: ErrAuth,
 			msgHas: "Invalid API key",
 		},
 		{
 			file:   "server_error.jsonl",
-			events: []string{"init " + sServer, `result "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT)." error api_error`},
-			result: Result{SessionID: sServer, Text: "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT).",
+			events: []string{"init " + sServer + initOpus, `result "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT)." error api_error`},
+			result: Result{SessionID: sServer, Model: "claude-opus-5-5", Text: "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT).",
 				Turns: 1, Duration: 213 * time.Millisecond},
 			kind: KindAPI, status: 500,
 			msgHas: "API Error: 500",
@@ -190,7 +201,7 @@ func TestClaudeParseGolden(t *testing.T) {
 			// permission_denials; the turn itself succeeds.
 			file: "default_denied.jsonl",
 			events: []string{
-				"init " + sDenied,
+				"init " + sDenied + initOpus,
 				`tool_use Write toolu_fake_0001 {"file_path":"/CONFIG_DIR/notes.md","content":"hello\n"}`,
 				"tool_result Write toolu_fake_0001 error",
 				`tool_use Bash toolu_fake_0002 {"command":"touch /CONFIG_DIR/made-by-bash","description":"make a file"}`,
@@ -198,7 +209,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`text "I could n"`, `text "ot write "`, `text "the file."`,
 				`result "I could not write the file."`,
 			},
-			result: Result{SessionID: sDenied, Text: "I could not write the file.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
+			result: Result{SessionID: sDenied, Model: "claude-opus-5-5", Text: "I could not write the file.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
 				Usage: Usage{InputTokens: 300, OutputTokens: 30}, Turns: 3, Duration: 282 * time.Millisecond,
 				PermissionDenials: []string{"Write", "Bash"}},
 		},
@@ -206,10 +217,10 @@ func TestClaudeParseGolden(t *testing.T) {
 		// refused key or an unreachable API for minutes and prints no
 		// result; TestClaudeParseRetries checks what the parser makes of
 		// the system/api_retry lines.
-		{file: "auth_retry.jsonl", events: []string{"init " + sAuthRetry}, noResult: true},
-		{file: "auth_retry_partial.jsonl", events: []string{"init " + sAuthRetryPartial}, noResult: true},
-		{file: "unreachable.jsonl", events: []string{"init " + sUnreachable}, noResult: true},
-		{file: "unreachable_partial.jsonl", events: []string{"init " + sUnreachablePartial}, noResult: true},
+		{file: "auth_retry.jsonl", events: []string{"init " + sAuthRetry + initOpus, "retry 1/10 authentication_error", "retry 2/10 authentication_error", "retry 3/10 authentication_error", "retry 4/10 authentication_error", "retry 5/10 authentication_error", "retry 6/10 authentication_error"}, noResult: true},
+		{file: "auth_retry_partial.jsonl", events: []string{"init " + sAuthRetryPartial + initOpus, "retry 1/10 authentication_error", "retry 2/10 authentication_error", "retry 3/10 authentication_error", "retry 4/10 authentication_error", "retry 5/10 authentication_error", "retry 6/10 authentication_error", "retry 7/10 authentication_error", "retry 8/10 authentication_error", "retry 9/10 authentication_error", "retry 10/10 authentication_error"}, noResult: true},
+		{file: "unreachable.jsonl", events: []string{"init " + sUnreachable + initOpus, "retry 1/10 api_unreachable", "retry 2/10 api_unreachable", "retry 3/10 api_unreachable", "retry 4/10 api_unreachable", "retry 5/10 api_unreachable", "retry 6/10 api_unreachable"}, noResult: true},
+		{file: "unreachable_partial.jsonl", events: []string{"init " + sUnreachablePartial + initOpus, "retry 1/10 api_unreachable", "retry 2/10 api_unreachable", "retry 3/10 api_unreachable", "retry 4/10 api_unreachable", "retry 5/10 api_unreachable", "retry 6/10 api_unreachable"}, noResult: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -603,7 +614,9 @@ func FuzzClaudeParse(f *testing.F) {
 						t.Fatal("init event without a session id")
 					}
 				default:
-					t.Fatalf("unknown event kind %v", e.Kind)
+					if e.Kind != EventThinking && e.Kind != EventRetry {
+						t.Fatalf("unknown event kind %v", e.Kind)
+					}
 				}
 			}
 		}
@@ -652,5 +665,34 @@ func BenchmarkClaudeParse(b *testing.B) {
 		if _, err := p.Result(); err != nil || n == 0 {
 			b.Fatal(err, n)
 		}
+	}
+}
+
+// A subscription login (apiKeySource "none") makes the cost an estimate;
+// a thinking block is announced once, when it starts.
+func TestClaudeParseThinkingAndSubscription(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"type":"system","subtype":"init","session_id":"s1","model":"claude-sonnet-x","apiKeySource":"none"}`,
+		`{"type":"stream_event","session_id":"s1","event":{"type":"message_start","message":{"id":"m1"}}}`,
+		`{"type":"stream_event","session_id":"s1","event":{"type":"content_block_start","content_block":{"type":"thinking"}}}`,
+		`{"type":"stream_event","session_id":"s1","event":{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":"hmm"}}}`,
+		`{"type":"stream_event","session_id":"s1","event":{"type":"content_block_start","content_block":{"type":"text"}}}`,
+		`{"type":"stream_event","session_id":"s1","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}}`,
+		`{"type":"result","subtype":"success","session_id":"s1","result":"Hi","total_cost_usd":0.5}`,
+	}, "\n")
+	events, res, err, _ := parseAll(t, []byte(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events {
+		got = append(got, summarize(e))
+	}
+	want := []string{"init s1 claude-sonnet-x none", "thinking", `text "Hi"`, `result "Hi"`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if !res.CostEstimated || res.Model != "claude-sonnet-x" {
+		t.Errorf("result = %+v, want an estimated cost from claude-sonnet-x", res)
 	}
 }

@@ -206,10 +206,11 @@ func TestClaudeEvents(t *testing.T) {
 	}
 	wantRes := Result{
 		SessionID: "sess-1", Text: "Hello, world", CostUSD: 0.0123, SessionCostUSD: 0.0123, Turns: 1, Duration: 1234 * time.Millisecond,
+		Model: "claude-x",
 		Usage: Usage{InputTokens: 10, OutputTokens: 7, CacheReadTokens: 100, CacheCreationTokens: 5},
 	}
 	want := []Event{
-		{Kind: EventInit, SessionID: "sess-1"},
+		{Kind: EventInit, SessionID: "sess-1", Model: "claude-x"},
 		{Kind: EventText, SessionID: "sess-1", Text: "Hello"},
 		{Kind: EventText, SessionID: "sess-1", Text: ", world"},
 		{Kind: EventResult, SessionID: "sess-1", Result: &wantRes},

@@ -94,6 +94,21 @@ type Config struct {
 	// CatchUpMaxAge skips prompts missed while disconnected that are older
 	// than this (CATCH_UP_MAX_AGE).
 	CatchUpMaxAge time.Duration
+	// WorkDir is where the agent CLI runs in channels without a project
+	// (WORK_DIR); empty means ConfigDir. The persona and memory.md stay in
+	// ConfigDir whatever the working directory.
+	WorkDir string
+	// ProjectsRoot is the directory /project may bind channels inside
+	// (PROJECTS_ROOT); empty disables /project.
+	ProjectsRoot string
+	// TurnCard is what the live turn card becomes when a turn ends:
+	// receipt, delete, or off for no card (TURN_CARD).
+	TurnCard string
+	// DailyBudgetUSD and ChannelBudgetUSD are the daily spending limits of
+	// the whole gateway and of each channel (DAILY_BUDGET_USD,
+	// CHANNEL_DAILY_BUDGET_USD); 0 means none.
+	DailyBudgetUSD   float64
+	ChannelBudgetUSD float64
 	// DiscordAPIBaseURL and DiscordGatewayURL replace Discord's endpoints
 	// (tests point them at a fake); empty means the real Discord.
 	DiscordAPIBaseURL string
@@ -119,6 +134,14 @@ type Config struct {
 	lookup func(name string) (string, bool)
 	// secretFiles maps a secret read from a file to that file (NAME_FILE).
 	secretFiles map[string]string
+}
+
+// AgentWorkDir is where the agent CLI runs in a channel without a project.
+func (c *Config) AgentWorkDir() string {
+	if c.WorkDir != "" {
+		return c.WorkDir
+	}
+	return c.ConfigDir
 }
 
 // Require names the credentials a command cannot do without.

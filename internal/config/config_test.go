@@ -73,6 +73,7 @@ func defaultConfig(t testing.TB) *Config {
 		InboxRetention:   168 * time.Hour,
 		InboxMaxEvents:   10000,
 		CatchUpMaxAge:    6 * time.Hour,
+		TurnCard:         TurnCardReceipt,
 		Backend:          "claude",
 		MaxTurns:         25,
 		LogLevel:         "info",
@@ -688,6 +689,11 @@ func TestRedacted(t *testing.T) {
 		"INBOX_RETENTION=168h0m0s",
 		"INBOX_MAX_EVENTS=10000",
 		"CATCH_UP_MAX_AGE=6h0m0s",
+		"WORK_DIR=",
+		"PROJECTS_ROOT=",
+		"TURN_CARD=receipt",
+		"DAILY_BUDGET_USD=",
+		"CHANNEL_DAILY_BUDGET_USD=",
 		"DISCORD_API_BASE_URL=http://127.0.0.1:3000/api",
 		"DISCORD_GATEWAY_URL=wss://<redacted>@gw.example/x",
 		"WEBHOOK_ADDR=",
@@ -939,6 +945,26 @@ var generators = []generator{
 	{EnvCatchUpMaxAge, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		d := time.Duration(1+r.IntN(48)) * time.Hour
 		return d.String(), func(_ testing.TB, c *Config) { c.CatchUpMaxAge = d }
+	}},
+	{EnvWorkDir, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := "/" + randString(r, "abcdef", 1, 12)
+		return v, func(_ testing.TB, c *Config) { c.WorkDir = v }
+	}},
+	{EnvProjectsRoot, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := "/" + randString(r, "abcdef", 1, 12)
+		return v, func(_ testing.TB, c *Config) { c.ProjectsRoot = v }
+	}},
+	{EnvTurnCard, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := randPick(r, turnCards)
+		return randCase(r, v), func(_ testing.TB, c *Config) { c.TurnCard = v }
+	}},
+	{EnvDailyBudget, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := float64(1+r.IntN(10000)) / 100
+		return strconv.FormatFloat(v, 'f', -1, 64), func(_ testing.TB, c *Config) { c.DailyBudgetUSD = v }
+	}},
+	{EnvChannelBudget, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := float64(1+r.IntN(10000)) / 100
+		return strconv.FormatFloat(v, 'f', -1, 64), func(_ testing.TB, c *Config) { c.ChannelBudgetUSD = v }
 	}},
 	{EnvDiscordAPIBaseURL, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := fmt.Sprintf("%s://%s:%d/%s", randPick(r, []string{"http", "https"}), randString(r, "abcdef.", 1, 12), 1+r.IntN(65535), randString(r, "abc/", 0, 10))

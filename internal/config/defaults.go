@@ -33,6 +33,11 @@ var defaults = map[string]string{
 	EnvInboxRetention:    "168h",
 	EnvInboxMaxEvents:    "10000",
 	EnvCatchUpMaxAge:     "6h",
+	EnvWorkDir:           "",
+	EnvProjectsRoot:      "",
+	EnvTurnCard:          TurnCardReceipt,
+	EnvDailyBudget:       "",
+	EnvChannelBudget:     "",
 	EnvDiscordAPIBaseURL: "",
 	EnvDiscordGatewayURL: "",
 	EnvWebhookAddr:       "",
@@ -46,4 +51,15 @@ var (
 	permissionModes = []string{"default", "acceptEdits", "plan", "bypassPermissions"}
 	logLevels       = []string{"trace", "debug", "info", "warn", "error"}
 	logFormats      = []string{"console", "json"}
+	turnCards       = []string{TurnCardReceipt, TurnCardDelete, TurnCardOff}
+)
+
+// What becomes of the turn card when a turn ends (TURN_CARD).
+const (
+	// TurnCardReceipt leaves a one-line receipt: tools, duration, cost.
+	TurnCardReceipt = "receipt"
+	// TurnCardDelete deletes the card once the answer is posted.
+	TurnCardDelete = "delete"
+	// TurnCardOff shows no card at all: typing only, as before.
+	TurnCardOff = "off"
 )

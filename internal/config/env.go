@@ -26,6 +26,11 @@ const (
 	EnvInboxRetention    = "INBOX_RETENTION"
 	EnvInboxMaxEvents    = "INBOX_MAX_EVENTS"
 	EnvCatchUpMaxAge     = "CATCH_UP_MAX_AGE"
+	EnvWorkDir           = "WORK_DIR"
+	EnvProjectsRoot      = "PROJECTS_ROOT"
+	EnvTurnCard          = "TURN_CARD"
+	EnvDailyBudget       = "DAILY_BUDGET_USD"
+	EnvChannelBudget     = "CHANNEL_DAILY_BUDGET_USD"
 	EnvDiscordAPIBaseURL = "DISCORD_API_BASE_URL"
 	EnvDiscordGatewayURL = "DISCORD_GATEWAY_URL"
 	EnvWebhookAddr       = "WEBHOOK_ADDR"
@@ -73,6 +78,11 @@ var keys = []string{
 	EnvInboxRetention,
 	EnvInboxMaxEvents,
 	EnvCatchUpMaxAge,
+	EnvWorkDir,
+	EnvProjectsRoot,
+	EnvTurnCard,
+	EnvDailyBudget,
+	EnvChannelBudget,
 	EnvDiscordAPIBaseURL,
 	EnvDiscordGatewayURL,
 	EnvWebhookAddr,

@@ -68,6 +68,11 @@ func (p *parser) parse() *Config {
 		InboxRetention:    field(p, EnvInboxRetention, parseDuration),
 		InboxMaxEvents:    field(p, EnvInboxMaxEvents, parseCount),
 		CatchUpMaxAge:     field(p, EnvCatchUpMaxAge, parseDuration),
+		WorkDir:           field(p, EnvWorkDir, parseOptionalDir),
+		ProjectsRoot:      field(p, EnvProjectsRoot, parseOptionalDir),
+		TurnCard:          field(p, EnvTurnCard, parseChoice(turnCards)),
+		DailyBudgetUSD:    field(p, EnvDailyBudget, parseDollars),
+		ChannelBudgetUSD:  field(p, EnvChannelBudget, parseDollars),
 		DiscordAPIBaseURL: field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
 		DiscordGatewayURL: field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
 		WebhookAddr:       field(p, EnvWebhookAddr, parseAddr),
@@ -197,6 +202,29 @@ func parseDir(name, s string) (string, error) {
 		return "", varErrorf(name, "%s: cannot make %s absolute: %v", name, quote(s), err)
 	}
 	return abs, nil
+}
+
+// parseOptionalDir is parseDir for a directory that may be left unset.
+func parseOptionalDir(name, s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	return parseDir(name, s)
+}
+
+// parseDollars parses an amount in US dollars; unset or 0 means none.
+func parseDollars(name, s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64)
+	switch {
+	case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, varErrorf(name, "%s: %s is not an amount in dollars (e.g. 5 or 2.50)", name, quote(s))
+	case v < 0:
+		return 0, varErrorf(name, "%s must not be negative, got %s", name, quote(s))
+	}
+	return v, nil
 }
 
 // splitList splits a comma-separated list, trims each item and drops empty

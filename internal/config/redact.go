@@ -44,6 +44,11 @@ func (c Config) settings() []setting {
 		{EnvInboxRetention, c.InboxRetention.String()},
 		{EnvInboxMaxEvents, strconv.Itoa(c.InboxMaxEvents)},
 		{EnvCatchUpMaxAge, c.CatchUpMaxAge.String()},
+		{EnvWorkDir, c.WorkDir},
+		{EnvProjectsRoot, c.ProjectsRoot},
+		{EnvTurnCard, c.TurnCard},
+		{EnvDailyBudget, dollars(c.DailyBudgetUSD)},
+		{EnvChannelBudget, dollars(c.ChannelBudgetUSD)},
 		{EnvDiscordAPIBaseURL, redactURL(c.DiscordAPIBaseURL)},
 		{EnvDiscordGatewayURL, redactURL(c.DiscordGatewayURL)},
 		{EnvWebhookAddr, c.WebhookAddr},
@@ -132,4 +137,12 @@ func redactURL(s string) string {
 		return masked
 	}
 	return u.Scheme + "://" + masked + "@" + rest
+}
+
+// dollars prints a budget; "" when there is none.
+func dollars(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }

@@ -34,13 +34,33 @@ type Binding struct {
 	Persona map[string]string `json:"persona,omitempty"`
 	// SessionCostUSD is the session's running cost total as the CLI last
 	// reported it, for CLIs that report totals rather than per-turn costs.
-	SessionCostUSD float64   `json:"session_cost_usd,omitempty"`
-	Updated        time.Time `json:"updated"`
+	SessionCostUSD float64 `json:"session_cost_usd,omitempty"`
+	// WorkDir is the directory the CLI ran in when it last used the
+	// session: claude keeps sessions per directory, so a session resumed
+	// elsewhere must be moved there first.
+	WorkDir string    `json:"work_dir,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
+// Settings are what a channel's users chose for it (/project, /model,
+// /system-prompt). They outlive its conversations: a reset keeps them.
+type Settings struct {
+	// Project is the absolute working directory of the channel's CLI runs;
+	// empty means the gateway's default (WORK_DIR).
+	Project string `json:"project,omitempty"`
+	// Model overrides AGENT_MODEL in the channel.
+	Model string `json:"model,omitempty"`
+	// SystemPrompt is added to the system prompt in the channel.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+}
+
+// IsZero reports whether nothing is set.
+func (s Settings) IsZero() bool { return s == Settings{} }
+
 type file struct {
-	Version  int                `json:"version"`
-	Channels map[string]Binding `json:"channels"`
+	Version  int                 `json:"version"`
+	Channels map[string]Binding  `json:"channels"`
+	Settings map[string]Settings `json:"settings,omitempty"`
 }
 
 // Store maps channel ids to bindings.
@@ -53,8 +73,9 @@ type file struct {
 type Store struct {
 	path string // empty: memory only
 
-	mu       sync.Mutex // guards bindings, resets and version
+	mu       sync.Mutex // guards bindings, settings, resets and version
 	bindings map[string]Binding
+	settings map[string]Settings
 	// resets counts the Deletes of each key in this process: a turn that
 	// began before a reset must not bind the key again when it ends.
 	resets map[string]Epoch
@@ -72,7 +93,7 @@ type Store struct {
 // be parsed is moved aside (sessions.json.corrupt-<time>) and reported in
 // the returned warning, so one bad file never stops the gateway.
 func Open(path string) (s *Store, warning string, err error) {
-	s = &Store{path: path, bindings: map[string]Binding{}, resets: map[string]Epoch{}}
+	s = &Store{path: path, bindings: map[string]Binding{}, settings: map[string]Settings{}, resets: map[string]Epoch{}}
 	if path == "" {
 		return s, "", nil
 	}
@@ -83,7 +104,7 @@ func Open(path string) (s *Store, warning string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("read session store: %w", err)
 	}
-	bindings, perr := parse(data)
+	bindings, settings, perr := parse(data)
 	if perr != nil {
 		aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if err := os.Rename(path, aside); err != nil {
@@ -91,13 +112,13 @@ func Open(path string) (s *Store, warning string, err error) {
 		}
 		return s, fmt.Sprintf("%s could not be read (%v); moved it to %s and started with no sessions", FileName, perr, aside), nil
 	}
-	s.bindings = bindings
+	s.bindings, s.settings = bindings, settings
 	return s, "", nil
 }
 
 // parse reads the versioned format, and the flat {"channel":"session"} map
 // of earlier gateways.
-func parse(data []byte) (map[string]Binding, error) {
+func parse(data []byte) (map[string]Binding, map[string]Settings, error) {
 	var f file
 	if err := json.Unmarshal(data, &f); err == nil && f.Version >= 1 {
 		if f.Channels == nil {
@@ -108,11 +129,15 @@ func parse(data []byte) (map[string]Binding, error) {
 				delete(f.Channels, ch)
 			}
 		}
-		return f.Channels, nil
+		if f.Settings == nil {
+			f.Settings = map[string]Settings{}
+		}
+		maps.DeleteFunc(f.Settings, func(_ string, s Settings) bool { return s.IsZero() })
+		return f.Channels, f.Settings, nil
 	}
 	var flat map[string]string
 	if err := json.Unmarshal(data, &flat); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]Binding, len(flat))
 	for ch, id := range flat {
@@ -120,7 +145,37 @@ func parse(data []byte) (map[string]Binding, error) {
 			out[ch] = Binding{SessionID: id}
 		}
 	}
-	return out, nil
+	return out, map[string]Settings{}, nil
+}
+
+// Settings returns the channel's settings.
+func (s *Store) Settings(channel string) Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settings[channel]
+}
+
+// UpdateSettings changes the channel's settings with change and saves the
+// store; it returns the settings before and after. When the save fails the
+// change stays in memory and the error says it is not on disk.
+func (s *Store) UpdateSettings(channel string, change func(*Settings)) (before, after Settings, err error) {
+	s.mu.Lock()
+	before = s.settings[channel]
+	after = before
+	change(&after)
+	if after == before {
+		s.mu.Unlock()
+		return before, after, nil
+	}
+	if after.IsZero() {
+		delete(s.settings, channel)
+	} else {
+		s.settings[channel] = after
+	}
+	s.version++
+	v := s.version
+	s.mu.Unlock()
+	return before, after, s.save(v)
 }
 
 // Get returns the channel's binding.
@@ -225,7 +280,7 @@ func (s *Store) save(v uint64) error {
 		return nil // a write for a later change carried this one
 	}
 	s.mu.Lock()
-	data, err := json.MarshalIndent(file{Version: 1, Channels: s.bindings}, "", "  ")
+	data, err := json.MarshalIndent(file{Version: 1, Channels: s.bindings, Settings: s.settings}, "", "  ")
 	latest := s.version
 	s.mu.Unlock()
 	if err != nil {

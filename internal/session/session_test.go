@@ -164,3 +164,43 @@ func TestConcurrentSetsAreAllDurable(t *testing.T) {
 		t.Errorf("reopened store has %d channels, want 100", got)
 	}
 }
+
+// A channel's settings survive a restart and a reset of its conversation;
+// clearing every setting removes the entry.
+func TestSettingsOutliveResetsAndRestarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s := openStore(t, path)
+	if err := s.Set("c1", Binding{SessionID: "s1", WorkDir: "/srv/a"}); err != nil {
+		t.Fatal(err)
+	}
+	before, after, err := s.UpdateSettings("c1", func(st *Settings) {
+		st.Project, st.Model, st.SystemPrompt = "/srv/a", "opus", "Answer in French."
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !before.IsZero() || after.Model != "opus" {
+		t.Fatalf("UpdateSettings = %+v, %+v", before, after)
+	}
+	if _, err := s.Delete("c1"); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, path)
+	want := Settings{Project: "/srv/a", Model: "opus", SystemPrompt: "Answer in French."}
+	if diff := cmp.Diff(want, s.Settings("c1")); diff != "" {
+		t.Fatalf("settings after reset and restart (-want +got):\n%s", diff)
+	}
+	if _, ok := s.Get("c1"); ok {
+		t.Fatal("the reset binding came back")
+	}
+	if _, _, err := s.UpdateSettings("c1", func(st *Settings) { *st = Settings{} }); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), `"c1"`) {
+		t.Fatalf("cleared settings still stored:\n%s", data)
+	}
+}
