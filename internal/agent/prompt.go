@@ -46,6 +46,13 @@ func (r *Runtime) ShareSystemPromptWith(gid uint32) {
 	r.prompts.group = &gid
 }
 
+// sharedGroup is the group prompt files are given to, if any.
+func (c *promptCache) sharedGroup() *uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.group
+}
+
 // prompt is one version of the system prompt.
 type prompt struct {
 	files  persona.Files

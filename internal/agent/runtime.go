@@ -61,10 +61,38 @@ type TurnWatcher interface {
 	TurnStarted(e queue.Event) (toolUsed func(name string), ended func())
 }
 
+// RunObserver is an optional ability of a Replier: it is told where and
+// with which model each CLI run of an event works (the turn card shows
+// paths relative to the directory).
+type RunObserver interface {
+	RunStarted(e queue.Event, info RunInfo)
+}
+
+// RunInfo describes one CLI run.
+type RunInfo struct {
+	WorkDir string
+	Model   string
+}
+
+// CostRecorder is told what every finished event cost (the ledger).
+type CostRecorder interface {
+	Spent(e queue.Event, out Outcome, took time.Duration)
+}
+
+// SessionMover is an optional ability of a backend whose CLI keeps
+// sessions per working directory (claude): it makes session id, last used
+// in from, resumable in to.
+type SessionMover interface {
+	MoveSession(id, from, to string) error
+}
+
 // Options configures a Runtime.
 type Options struct {
-	// ConfigDir holds the persona files; the CLI runs there.
+	// ConfigDir holds the persona files and memory.md.
 	ConfigDir string
+	// WorkDir is where the CLI runs for events without a project; empty
+	// means ConfigDir.
+	WorkDir string
 	// Timeout bounds one turn (QUERY_TIMEOUT_MS).
 	Timeout        time.Duration
 	AllowedTools   []string
@@ -76,6 +104,11 @@ type Options struct {
 	TempDir string
 	// Turns, if set, watches every CLI run.
 	Turns TurnWatcher
+	// Costs, if set, records what every event cost.
+	Costs CostRecorder
+	// Admit, if set, decides whether an event may run at all (budgets);
+	// a refused event is not run, and Admit has told whoever needs to know.
+	Admit func(ctx context.Context, e queue.Event) bool
 }
 
 // Runtime processes events.
@@ -124,6 +157,10 @@ type Outcome struct {
 	// Interrupted is set when a shutdown that did not wait stopped the
 	// turn: nothing was posted and the event is still to be answered.
 	Interrupted bool
+	// Stopped is set when the turn was stopped on request.
+	Stopped bool
+	// Refused is set when Admit refused the event: it did not run.
+	Refused bool
 }
 
 // HeartbeatOKToken is what a heartbeat check answers when there is nothing
@@ -155,6 +192,10 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		log = log.With().Str("name", e.Name).Logger()
 	}
 	started := time.Now()
+	if r.opts.Admit != nil && !r.opts.Admit(ctx, e) {
+		log.Info().Msg("event refused: over budget")
+		return Outcome{Refused: true}
+	}
 	log.Info().Dur("waited", started.Sub(e.Time)).Msg("event started")
 	if a, ok := r.out.(Announcer); ok {
 		defer a.Started(ctx, e)()
@@ -170,7 +211,7 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		// Stopped on request (/claude-stop): whoever stopped it has been
 		// told; a "cancelled" notice would only repeat it.
 		log.Info().Msg("stopped on request")
-		out.Reply = ""
+		out.Reply, out.Stopped = "", true
 	case errors.Is(cause, queue.ErrShutdown) && out.Err != nil:
 		// The gateway stopped without waiting: the prompt is taken up
 		// again at the next start, so a failure notice would be wrong.
@@ -213,6 +254,9 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		ev.Str("why_not_posted", "the previous run failed too and was posted; posting again when it succeeds and fails anew")
 	}
 	ev.Msg("event finished")
+	if r.opts.Costs != nil {
+		r.opts.Costs.Spent(e, out, time.Since(started))
+	}
 	return out
 }
 
@@ -260,8 +304,9 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 	defer release()
 
 	key := sessionKey(e)
+	set := r.settingsFor(e)
 	binding, resume, epoch := r.binding(key)
-	res, err := r.run(ctx, e, p, key, epoch, binding, resume, log)
+	res, err := r.run(ctx, e, p, set, key, epoch, binding, resume, log)
 	out := Outcome{Result: res, Err: err}
 	if resume && errors.Is(err, backends.ErrStaleSession) {
 		// DESIGN decision 11: the CLI forgot the session. Drop the binding
@@ -271,7 +316,7 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 			log.Error().Err(derr).Msg("drop stale session")
 		}
 		_, _, epoch = r.sessions.Current(key)
-		res, err = r.run(ctx, e, p, key, epoch, session.Binding{}, false, log)
+		res, err = r.run(ctx, e, p, set, key, epoch, session.Binding{}, false, log)
 		out = Outcome{Result: res, Err: err, Healed: true}
 	}
 	if out.Err != nil {
@@ -288,6 +333,24 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 	return out
 }
 
+// settingsFor returns what the event's channel chose for its runs
+// (/project, /model, /system-prompt): prompts only; scheduled events keep
+// the gateway's defaults wherever they post.
+func (r *Runtime) settingsFor(e queue.Event) session.Settings {
+	if e.Kind != queue.KindMessage || e.ChannelID == "" {
+		return session.Settings{}
+	}
+	return r.sessions.Settings(e.ChannelID)
+}
+
+// workDir is where the CLI runs for set.
+func (r *Runtime) workDir(set session.Settings) string {
+	return firstNonEmpty(set.Project, r.opts.WorkDir, r.opts.ConfigDir)
+}
+
+// channelSection is the section /system-prompt adds to the system prompt.
+const channelSection = "Channel Instructions"
+
 // binding returns the key's session to resume, if any, and the epoch of its
 // conversation: a reset during the turn begins a new epoch, and the turn
 // then leaves the binding alone.
@@ -303,9 +366,27 @@ func (r *Runtime) binding(key string) (session.Binding, bool, session.Epoch) {
 }
 
 // run performs one backend call and keeps the session binding current.
-func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string, epoch session.Epoch,
+func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session.Settings, key string, epoch session.Epoch,
 	binding session.Binding, resume bool, log zerolog.Logger) (backends.Result, error) {
 	prompt := e.Text
+	hashes := p.hashes
+	systemText, systemFile := p.text, p.path
+	if set.SystemPrompt != "" {
+		// The channel's own instructions make a prompt of their own, in a
+		// file of this run's.
+		var b strings.Builder
+		b.WriteString(p.text)
+		b.WriteString("## " + channelSection + "\n\n" + strings.TrimSpace(set.SystemPrompt) + "\n\n")
+		systemText = b.String()
+		path, err := writePromptFile(r.opts.TempDir, systemText, r.prompts.sharedGroup())
+		if err != nil {
+			return backends.Result{}, err
+		}
+		defer removePromptFile(path)
+		systemFile = path
+		hashes = maps.Clone(hashes)
+		hashes[channelSection] = persona.Hash(set.SystemPrompt)
+	}
 	if resume {
 		// DESIGN decision 5: a resumed CLI may keep the system prompt its
 		// session started with, so changed sections travel in the prompt.
@@ -313,21 +394,32 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 			log.Info().Strs("sections", changed).Msg("persona changed since the session last saw it")
 			prompt = note + prompt
 		}
+		if binding.Persona[channelSection] != hashes[channelSection] {
+			prompt = channelNote(set.SystemPrompt) + prompt
+		}
 	}
+	workDir := r.workDir(set)
 	req := backends.Request{
 		Prompt:           prompt,
-		SystemPrompt:     p.text,
-		SystemPromptFile: p.path,
-		WorkDir:          r.opts.ConfigDir,
-		Model:            firstNonEmpty(e.Model, r.opts.Model),
+		SystemPrompt:     systemText,
+		SystemPromptFile: systemFile,
+		WorkDir:          workDir,
+		Model:            firstNonEmpty(e.Model, set.Model, r.opts.Model),
 		AllowedTools:     r.opts.AllowedTools,
 		PermissionMode:   r.opts.PermissionMode,
 		MaxTurns:         r.opts.MaxTurns,
 	}
+	if filepath.Clean(workDir) != filepath.Clean(r.opts.ConfigDir) {
+		// memory.md stays in CONFIG_DIR, outside the project.
+		req.AddDirs = []string{r.opts.ConfigDir}
+	}
 	if resume {
 		req.SessionID = binding.SessionID
+		r.moveSession(binding, workDir, log)
 	}
-	hashes := p.hashes
+	if ro, ok := r.out.(RunObserver); ok {
+		ro.RunStarted(e, RunInfo{WorkDir: workDir, Model: req.Model})
+	}
 	// bind records the session, the persona it has seen and its cost so
 	// far. It writes only when something changed: a resumed turn with an
 	// unchanged persona and no cost total costs no disk write.
@@ -335,10 +427,11 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 		if key == "" || id == "" {
 			return
 		}
-		if id == binding.SessionID && maps.Equal(hashes, binding.Persona) && sessionCost == binding.SessionCostUSD {
+		if id == binding.SessionID && maps.Equal(hashes, binding.Persona) && sessionCost == binding.SessionCostUSD && workDir == binding.WorkDir {
 			return
 		}
-		b := session.Binding{SessionID: id, Backend: r.backend.Name(), Persona: hashes, SessionCostUSD: sessionCost, Updated: time.Now().UTC()}
+		b := session.Binding{SessionID: id, Backend: r.backend.Name(), Persona: hashes, SessionCostUSD: sessionCost,
+			WorkDir: workDir, Updated: time.Now().UTC()}
 		stored, err := r.sessions.SetIn(key, epoch, b)
 		if err != nil {
 			log.Error().Err(err).Msg("save session binding")
@@ -398,6 +491,35 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, key string,
 		bind(res.SessionID, res.SessionCostUSD)
 	}
 	return res, err
+}
+
+// moveSession makes a session last used in another directory resumable in
+// workDir, for CLIs that keep sessions per directory. Bindings written
+// before they recorded a directory were made in CONFIG_DIR. A failure is
+// only logged: the resume then fails as stale and a fresh session starts.
+func (r *Runtime) moveSession(b session.Binding, workDir string, log zerolog.Logger) {
+	from := firstNonEmpty(b.WorkDir, r.opts.ConfigDir)
+	if filepath.Clean(from) == filepath.Clean(workDir) {
+		return
+	}
+	m, ok := r.backend.(SessionMover)
+	if !ok {
+		return
+	}
+	if err := m.MoveSession(b.SessionID, from, workDir); err != nil {
+		log.Warn().Err(err).Str("session", b.SessionID).Msg("could not carry the session to the channel's new directory; it may start afresh")
+		return
+	}
+	log.Info().Str("session", b.SessionID).Msg("session carried to the channel's new directory")
+}
+
+// channelNote tells a resumed session that the channel's instructions
+// changed, since its CLI may keep the system prompt it started with.
+func channelNote(text string) string {
+	if strings.TrimSpace(text) == "" {
+		return "[Gateway note: this channel's own instructions were removed; disregard them.]\n\n"
+	}
+	return "[Gateway note: this channel's instructions are now:]\n\n" + strings.TrimSpace(text) + "\n\n[End of gateway note]\n\n"
 }
 
 // memoryProblem logs a failure of the memory guard: a memory.md too large

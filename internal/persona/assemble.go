@@ -81,11 +81,16 @@ func (f Files) Hashes() map[string]string {
 	out := make(map[string]string, len(Sections))
 	for _, s := range Sections {
 		if c := body(f[s.Name]); c != "" {
-			sum := sha256.Sum256([]byte(c))
-			out[s.Name] = hex.EncodeToString(sum[:])
+			out[s.Name] = Hash(c)
 		}
 	}
 	return out
+}
+
+// Hash is the hash of a section's text as Hashes records it.
+func Hash(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
 }
 
 // Changes compares the section hashes a resumed session last saw (old) with

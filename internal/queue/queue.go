@@ -137,6 +137,8 @@ type lane struct {
 	index  int // position in the ready heap, -1 when absent
 	// stop cancels the running event's context (Stop); nil when idle.
 	stop context.CancelCauseFunc
+	// current is the running event; zero when idle.
+	current Event
 }
 
 // New returns a queue that passes events to handler once Run is called.
@@ -367,6 +369,7 @@ func (q *Queue) dispatchLocked() {
 		l.events[0] = Event{} // let the strings go
 		l.events = l.events[1:]
 		l.busy = true
+		l.current = e
 		q.waiting--
 		q.running++
 		ctx, stop := context.WithCancelCause(q.ctx)
@@ -420,12 +423,40 @@ func (q *Queue) Stop(laneName string) (running bool, dropped []Event) {
 	return running, dropped
 }
 
+// Cancel stops the lane's running event if it is event id, and leaves the
+// events waiting behind it in place: they run next. A Cancel for an event
+// that has finished, or never ran, does nothing and reports false, so a
+// late tap on a Stop button cannot stop the turn after it.
+func (q *Queue) Cancel(laneName string, id uint64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.lanes[laneName]
+	if l == nil || !l.busy || l.current.ID != id || l.stop == nil {
+		return false
+	}
+	l.stop(ErrStopped)
+	return true
+}
+
+// Lane returns the lane's running event (ok false when idle) and copies
+// of its waiting events, in order.
+func (q *Queue) Lane(laneName string) (running Event, ok bool, waiting []Event) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.lanes[laneName]
+	if l == nil {
+		return Event{}, false, nil
+	}
+	return l.current, l.busy, slices.Clone(l.events)
+}
+
 func (q *Queue) finish(l *lane, e Event) {
 	q.left(e, Ran)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.running--
 	l.busy = false
+	l.current = Event{}
 	if l.stop != nil {
 		l.stop(nil)
 		l.stop = nil

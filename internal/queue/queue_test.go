@@ -490,3 +490,41 @@ func TestPerLaneLimit(t *testing.T) {
 	q.Stop("flood")
 	q.Stop("quiet")
 }
+
+// Cancel stops only the running event it names: the waiting ones run
+// next, and a Cancel that comes late (the event finished) stops nothing.
+func TestCancelKeepsTheWaitingAndIgnoresLateCancels(t *testing.T) {
+	var causes sync.Map
+	r := newRecorder(false)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 2}, func(ctx context.Context, e Event) {
+		r.handle(ctx, e)
+		causes.Store(e.ID, context.Cause(ctx))
+	})
+	runQueue(t, q)
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}) // 1, runs
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}) // 2, waits
+	waitStarted(t, r)
+	if running, ok, waiting := q.Lane("a"); !ok || running.ID != 1 || len(waiting) != 1 || waiting[0].ID != 2 {
+		t.Fatalf("Lane = %v, %v, %v", running, ok, waiting)
+	}
+	if q.Cancel("a", 2) {
+		t.Fatal("Cancel of a waiting event stopped something")
+	}
+	if !q.Cancel("a", 1) {
+		t.Fatal("Cancel of the running event reported nothing stopped")
+	}
+	if id := waitStarted(t, r); id != 2 {
+		t.Fatalf("started %d after the cancel, want 2", id)
+	}
+	if q.Cancel("a", 1) {
+		t.Fatal("a late Cancel of event 1 stopped event 2")
+	}
+	close(r.gate(2))
+	drain(t, q)
+	if c, _ := causes.Load(uint64(1)); !errors.Is(c.(error), ErrStopped) {
+		t.Errorf("event 1 cause = %v, want ErrStopped", c)
+	}
+	if c, _ := causes.Load(uint64(2)); c != nil {
+		t.Errorf("event 2 cause = %v, want none", c)
+	}
+}

@@ -1,0 +1,281 @@
+// Package card renders the live turn card: the one Discord message that
+// shows, while a turn runs, what the agent is doing (elapsed time, model,
+// the last tools with a one-line summary each, thinking, API retries, a
+// tail of the answer), and the one-line receipt it becomes at the end.
+//
+// Rendering is pure: a State in, at most Limit characters out, code fences
+// balanced, nothing that reads as a mention.
+package card
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limit is Discord's limit for a message's content, in characters.
+const Limit = 2000
+
+// MaxTools is how many tool rows the card shows; older ones are counted.
+const MaxTools = 6
+
+// Lengths of the card's parts, in characters.
+const (
+	maxSummary = 100
+	maxLine    = 200
+	// maxPreview bounds the answer's tail; the rest of Limit is left to
+	// the header and the tool rows.
+	maxPreview = 1000
+)
+
+// Phase is where the turn is.
+type Phase int
+
+const (
+	Running Phase = iota
+	Stopping
+	Stopped
+	Finished
+	Failed
+)
+
+// Tool is one tool call on the card.
+type Tool struct {
+	ID      string
+	Name    string
+	Summary string
+	Done    bool
+	Failed  bool
+}
+
+// State is everything the card shows.
+type State struct {
+	Phase   Phase
+	Elapsed time.Duration
+	Model   string
+	// Tools are every tool call so far, in order.
+	Tools    []Tool
+	Thinking bool
+	// Text is the answer streamed so far; the card shows its tail.
+	Text string
+	// Notice is a one-line status from the CLI (an API retry).
+	Notice string
+	// Warning is a one-line budget warning.
+	Warning string
+	// StoppedBy names who stopped the turn.
+	StoppedBy string
+}
+
+// Render returns the card's content.
+func Render(s State) string {
+	var b strings.Builder
+	b.WriteString(header(s))
+	b.WriteByte('\n')
+	start := max(0, len(s.Tools)-MaxTools)
+	if start > 0 {
+		fmt.Fprintf(&b, "-# %d earlier tool calls\n", start)
+	}
+	for _, t := range s.Tools[start:] {
+		b.WriteString(toolRow(t, s.Phase))
+		b.WriteByte('\n')
+	}
+	if s.Thinking && s.Phase == Running {
+		b.WriteString("💭 thinking…\n")
+	}
+	if s.Notice != "" {
+		b.WriteString("⚠️ " + oneLine(s.Notice, maxLine) + "\n")
+	}
+	if s.Warning != "" {
+		b.WriteString("💸 " + oneLine(s.Warning, maxLine) + "\n")
+	}
+	head := b.String()
+	room := Limit - utf8.RuneCountInString(head) - 1
+	if tail := preview(s.Text, min(room, maxPreview)); tail != "" {
+		head += "\n" + tail
+	}
+	return strings.TrimRight(head, "\n")
+}
+
+func header(s State) string {
+	var h string
+	switch s.Phase {
+	case Running:
+		h = "⏳ **Working**"
+	case Stopping:
+		h = "⏹️ **Stopping…**"
+	case Stopped:
+		h = "🛑 **Stopped**"
+		if s.StoppedBy != "" {
+			h += " by " + oneLine(s.StoppedBy, 40)
+		}
+	case Finished:
+		h = "✅ **Done**"
+	case Failed:
+		h = "❌ **Failed**"
+	}
+	h += " · " + Duration(s.Elapsed)
+	if s.Model != "" {
+		h += " · " + code(oneLine(s.Model, 60))
+	}
+	return h
+}
+
+func toolRow(t Tool, phase Phase) string {
+	mark := "⋯"
+	switch {
+	case t.Failed:
+		mark = "✗"
+	case t.Done:
+		mark = "✓"
+	case phase != Running:
+		mark = "·" // never finished: the turn ended first
+	}
+	row := mark + " " + code(oneLine(t.Name, 40))
+	if t.Summary != "" {
+		row += " " + code(oneLine(t.Summary, maxSummary))
+	}
+	return row
+}
+
+// code puts s in an inline code span that s cannot end: backticks become
+// a look-alike.
+func code(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "`" + strings.ReplaceAll(s, "`", "ˋ") + "`"
+}
+
+// oneLine makes s a single line of at most n characters, mentions
+// defused.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(strings.ToValidUTF8(s, "\uFFFD")), " ")
+	s = defuse(s)
+	if utf8.RuneCountInString(s) > n {
+		r := []rune(s)
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// defuse breaks what Discord would render as a mention: @everyone, @here,
+// <@user>, <@&role>, <#channel>. A zero-width space after the marker keeps
+// the text readable.
+func defuse(s string) string {
+	if !strings.ContainsAny(s, "@<") {
+		return s
+	}
+	r := strings.NewReplacer("@everyone", "@\u200beveryone", "@here", "@\u200bhere", "<@", "<\u200b@", "<#", "<\u200b#")
+	return r.Replace(s)
+}
+
+// preview is the tail of text in at most n characters, as a quote: the
+// last lines that fit, cut at a line start where it can be, with any code
+// fence it is inside reopened at the top and closed at the end.
+func preview(text string, n int) string {
+	text = strings.TrimSpace(text)
+	if text == "" || n < 40 {
+		return ""
+	}
+	text = defuse(strings.ToValidUTF8(text, "\uFFFD"))
+	// Leave room for the ellipsis line, a reopened and a closing fence.
+	const overhead = 4 + 8 + 4
+	budget := n - overhead
+	cut := text
+	if extra := utf8.RuneCountInString(cut) - budget; extra > 0 {
+		// Skip the first extra characters: the tail is what fits.
+		at := 0
+		for range extra {
+			_, size := utf8.DecodeRuneInString(text[at:])
+			at += size
+		}
+		cut = text[at:]
+		if nl := strings.IndexByte(cut, '\n'); nl >= 0 && nl < len(cut)/2 {
+			cut = cut[nl+1:]
+		}
+	}
+	// Which fences are open where the tail starts, and at its end?
+	openBefore := fenceOpen(text[:len(text)-len(cut)])
+	var b strings.Builder
+	if len(cut) < len(text) {
+		b.WriteString("…\n")
+	}
+	if openBefore {
+		b.WriteString("```\n")
+	}
+	b.WriteString(cut)
+	if fenceOpen(text) {
+		b.WriteString("\n```")
+	}
+	return b.String()
+}
+
+// fenceOpen reports whether a code fence is open at the end of s: an odd
+// number of lines start with ```.
+func fenceOpen(s string) bool {
+	open := false
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			open = !open
+		}
+	}
+	return open
+}
+
+// Duration formats an elapsed time for people: 7s, 1m 05s, 1h 02m.
+func Duration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// Receipt is what the card becomes when the turn is over.
+type Receipt struct {
+	Phase   Phase
+	Tools   int
+	Elapsed time.Duration
+	// CostUSD is what the turn cost; negative when unknown.
+	CostUSD  float64
+	Estimate bool
+}
+
+// String is the receipt's one line.
+func (r Receipt) String() string {
+	var s string
+	switch r.Phase {
+	case Stopped:
+		s = "🛑 Stopped after " + Duration(r.Elapsed)
+	case Failed:
+		s = "❌ Failed after " + Duration(r.Elapsed)
+	default:
+		s = "✅ Done in " + Duration(r.Elapsed)
+	}
+	switch r.Tools {
+	case 0:
+	case 1:
+		s += " · 1 tool"
+	default:
+		s += fmt.Sprintf(" · %d tools", r.Tools)
+	}
+	if r.CostUSD >= 0 {
+		s += " · " + Dollars(r.CostUSD)
+		if r.Estimate {
+			s += " (estimate)"
+		}
+	}
+	return s
+}
+
+// Dollars formats an amount: four decimals under a dollar, two above.
+func Dollars(v float64) string {
+	if v < 1 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
+}
