@@ -61,6 +61,13 @@ type TurnWatcher interface {
 	TurnStarted(e queue.Event) (toolUsed func(name string), ended func())
 }
 
+// Finisher is an optional ability of a Replier: it is told how each event
+// it was told had Started ended, after the reply was handed over and once
+// no process of the turn is left (the turn card's receipt).
+type Finisher interface {
+	Finished(e queue.Event, out Outcome)
+}
+
 // RunObserver is an optional ability of a Replier: it is told where and
 // with which model each CLI run of an event works (the turn card shows
 // paths relative to the directory).
@@ -227,6 +234,9 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		if err := r.out.Reply(ctx, e, out.Reply); err != nil {
 			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Msg("reply not delivered")
 		}
+	}
+	if f, ok := r.out.(Finisher); ok {
+		f.Finished(e, out)
 	}
 	if inline {
 		r.hooks.AgentStop(ctx, e, out)

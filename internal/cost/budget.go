@@ -33,7 +33,7 @@ type Verdict struct {
 	Level Level
 	// Channel is set when the channel's budget is the one judged; else it
 	// is the gateway's.
-	Channel           bool
+	Channel            bool
 	SpentUSD, LimitUSD float64
 }
 

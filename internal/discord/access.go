@@ -49,3 +49,9 @@ func (a Access) Allows(userID, channelID, parentID, guildID string) bool {
 	}
 	return true
 }
+
+// ListsUsers reports whether a user allowlist is set.
+func (a Access) ListsUsers() bool { return len(a.users) > 0 }
+
+// ListedUser reports whether the user allowlist names user.
+func (a Access) ListedUser(user string) bool { return a.users[user] }

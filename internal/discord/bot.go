@@ -116,6 +116,16 @@ type Options struct {
 	// store that numbers events (the inbox's), so that nonces never repeat
 	// across restarts. Empty: random per process.
 	NoncePrefix string
+	// TurnCard is what the live card of a turn becomes when the turn ends:
+	// "receipt" (the default), "delete", or "off" for no card.
+	TurnCard string
+	// CardDelay is how long a turn runs before its card appears (unless
+	// it calls a tool first); zero means 1.5 s. CardEvery is the least
+	// time between two edits of a card; zero means 1.2 s.
+	CardDelay, CardEvery time.Duration
+	// CardWarning, if set, returns a line the card shows from its start
+	// (a budget nearly used up); "" for none.
+	CardWarning func(queue.Event) string
 	// FastReconnect drops arikawa's identify throttle and shortens its
 	// reconnect delay; only for tests against a local fake.
 	FastReconnect bool
@@ -126,6 +136,10 @@ type Intake interface {
 	Enqueue(queue.Event) (queue.Receipt, error)
 	// Stop cancels the lane's running event and drops its waiting ones.
 	Stop(lane string) (running bool, dropped []queue.Event)
+	// Cancel cancels the lane's running event if it is event id.
+	Cancel(lane string, id uint64) bool
+	// Lane returns the lane's running event and its waiting ones.
+	Lane(lane string) (running queue.Event, ok bool, waiting []queue.Event)
 }
 
 // SeenMessage is the newest message seen in a channel.
@@ -220,9 +234,12 @@ type Bot struct {
 
 	// clock is opts.Clock; out, the replies on their way, and buttons, the
 	// press handlers, have their own locks.
-	clock   clockwork.Clock
-	out     outbox
-	buttons buttons
+	clock    clockwork.Clock
+	out      outbox
+	buttons  buttons
+	commands commands
+	// turns are the running events' cards, by event id (guarded by mu).
+	turns map[uint64]*turn
 }
 
 // seen is the newest message of a channel and the channel's guild.
@@ -247,6 +264,9 @@ type interaction struct {
 	expires time.Time
 	// acked is closed once the deferral has been sent.
 	acked chan struct{}
+	// cardOwned is set when the turn card is the response: the answer
+	// then goes in follow-ups, and the card stays its receipt.
+	cardOwned atomic.Bool
 }
 
 // New builds a bot; Open connects it.
@@ -283,6 +303,12 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	}
 	if opts.MaxCatchUpAge <= 0 {
 		opts.MaxCatchUpAge = 6 * time.Hour
+	}
+	if opts.CardDelay <= 0 {
+		opts.CardDelay = 1500 * time.Millisecond
+	}
+	if opts.CardEvery <= 0 {
+		opts.CardEvery = 1200 * time.Millisecond
 	}
 	rt, err := newTransport(opts.Transport, opts.APIBaseURL)
 	if err != nil {
@@ -343,6 +369,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		interactions: make(map[string]*interaction),
 		busyNoticed:  make(map[discord.ChannelID]time.Time),
 		held:         make(map[discord.ChannelID][]heldMessage),
+		turns:        make(map[uint64]*turn),
 		clock:        opts.Clock,
 		out:          newOutbox(),
 	}
@@ -376,6 +403,9 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	b.state.AddSyncHandler(b.onGuildCreate)
 	b.state.AddSyncHandler(b.onMessage)
 	b.state.AddSyncHandler(b.onInteraction)
+	b.state.AddSyncHandler(b.onReaction)
+	b.buttons.add(stopButton, b.onStopPress)
+	b.buttons.add(stopAllButton, b.onStopPress)
 	b.state.AddHandler(func(ev *ws.BackgroundErrorEvent) {
 		b.log.Warn().Err(ev.Err).Msg("Discord connection trouble; reconnecting")
 	})

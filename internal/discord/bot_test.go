@@ -39,6 +39,12 @@ func (q *testIntake) Enqueue(e queue.Event) (queue.Receipt, error) {
 
 func (q *testIntake) Stop(string) (bool, []queue.Event) { return false, nil }
 
+func (q *testIntake) Cancel(string, uint64) bool { return false }
+
+func (q *testIntake) Lane(string) (queue.Event, bool, []queue.Event) {
+	return queue.Event{}, false, nil
+}
+
 func (q *testIntake) setRefuse(err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

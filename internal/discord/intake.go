@@ -33,7 +33,6 @@ const (
 	resetNotice    = "Started a new conversation: the next prompt in this channel begins a fresh session."
 	resetNothing   = "There was no conversation to reset in this channel; the next prompt begins a fresh session."
 	resetFailed    = "Could not reset the conversation: the session file could not be written. Check the gateway's log."
-	stoppedNotice  = "Stopped before it answered."
 	interactionTTL = 14 * time.Minute
 	// busyNoticeEvery is how often at most a channel is told the queue is
 	// full: a flood of prompts must not become a flood of notices.
@@ -502,14 +501,22 @@ func (b *Bot) registerCommands(app discord.AppID) {
 		},
 		{
 			Name:        commandStop,
-			Description: "Stop the agent's work in this channel now, and drop the prompts waiting here",
+			Description: "Stop the prompt the agent is working on in this channel",
+			Options: discord.CommandOptions{
+				&discord.BooleanOption{OptionName: "all", Description: "Also drop the prompts waiting in this channel"},
+			},
 		},
 	}
+	cmds = append(cmds, b.commandDefs()...)
 	if _, err := b.client(b.ctx).BulkOverwriteCommands(app, cmds); err != nil {
 		b.log.Error().Err(err).Msg("could not register the slash commands; mentions still work")
 		return
 	}
-	b.log.Info().Strs("commands", []string{"/" + commandPrompt, "/" + commandReset, "/" + commandStop}).Msg("slash commands registered")
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = "/" + c.Name
+	}
+	b.log.Info().Strs("commands", names).Msg("slash commands registered")
 }
 
 func (b *Bot) onInteraction(iev *interactionCreate) {
@@ -536,9 +543,13 @@ func (b *Bot) onInteraction(iev *interactionCreate) {
 	case commandReset:
 		go b.reset(ev)
 	case commandStop:
-		b.stop(ev)
+		b.stop(ev, user.ID, cmd.Options.Find("all"))
 	case commandPrompt:
 		b.slashPrompt(ev, cmd, user.ID)
+	default:
+		if !b.runCommand(iev, cmd, user.ID, log) {
+			log.Warn().Msg("unknown slash command")
+		}
 	}
 }
 
@@ -554,66 +565,6 @@ func (b *Bot) reset(ev *gateway.InteractionCreateEvent) {
 	default:
 		b.respond(ev, resetNothing, false)
 	}
-}
-
-// stop is /claude-stop: the channel's running turn is cancelled (its CLI's
-// process group killed) and its waiting prompts are dropped, each told so.
-func (b *Bot) stop(ev *gateway.InteractionCreateEvent) {
-	b.mu.Lock()
-	running, dropped := b.intake.Stop(ev.ChannelID.String())
-	var marks []*mark
-	var pending []*interaction
-	for _, e := range dropped {
-		if mk := b.marks[e.ID]; mk != nil {
-			marks = append(marks, mk)
-			delete(b.marks, e.ID)
-		}
-		if in := b.interactions[e.ReplyTo]; in != nil {
-			pending = append(pending, in)
-			delete(b.interactions, e.ReplyTo)
-		}
-	}
-	b.mu.Unlock()
-	b.log.Info().Str("channel", ev.ChannelID.String()).Bool("running", running).Int("dropped", len(dropped)).Msg("stopped on request")
-
-	// Scheduled events dropped with the prompts (a heartbeat or webhook
-	// bound to this channel) are not the user's prompts: count prompts.
-	prompts := 0
-	for _, e := range dropped {
-		if e.Kind == queue.KindMessage {
-			prompts++
-		}
-	}
-	text := stopNotice(running, prompts)
-	go func() {
-		b.respond(ev, text, false)
-		for _, mk := range marks {
-			<-mk.placed
-			if err := b.client(b.ctx).Unreact(mk.channel, mk.message, waitingEmoji); err != nil {
-				b.log.Debug().Err(err).Msg("could not remove the waiting mark")
-			}
-		}
-		for _, in := range pending {
-			b.answerNotice(in, "Dropped by /claude-stop.")
-		}
-	}()
-}
-
-func stopNotice(running bool, dropped int) string {
-	var s string
-	if running {
-		s = "Stopped the prompt that was running."
-	} else {
-		s = "Nothing was running in this channel."
-	}
-	switch dropped {
-	case 0:
-	case 1:
-		s += " Dropped 1 waiting prompt."
-	default:
-		s += fmt.Sprintf(" Dropped %d waiting prompts.", dropped)
-	}
-	return s
 }
 
 // slashPrompt takes a /claude command: the prompt is exactly the option's

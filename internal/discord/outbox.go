@@ -18,6 +18,7 @@ import (
 	"github.com/diamondburned/arikawa/v3/utils/json"
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -86,11 +87,19 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 			}
 		}()
 	}
+	var t *turn
+	if b.cardsOn(e) {
+		t = b.beginTurn(e)
+	}
 	if strings.HasPrefix(e.ReplyTo, "interaction:") {
 		// A slash command that ends without a reply (stopped on request)
-		// must still leave Discord's "thinking" state.
+		// must still leave Discord's "thinking" state, unless its card
+		// took the response.
 		return func() {
-			if in := b.takeInteraction(e.ReplyTo); in != nil {
+			if t != nil {
+				b.Finished(e, agent.Outcome{Stopped: true})
+			}
+			if in := b.takeInteraction(e.ReplyTo); in != nil && !in.cardOwned.Load() {
 				go b.answerNotice(in, stoppedNotice)
 			}
 		}
@@ -104,7 +113,13 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 	b.typing[e.ID] = cancel
 	b.mu.Unlock()
 	go b.keepTyping(tctx, discord.ChannelID(channel))
-	return func() { b.stopTyping(e.ID) }
+	return func() {
+		b.stopTyping(e.ID)
+		if t != nil {
+			// Finished normally came first; this only cleans up.
+			b.Finished(e, agent.Outcome{Stopped: true})
+		}
+	}
 }
 
 func (b *Bot) stopTyping(event uint64) {
@@ -159,6 +174,11 @@ const (
 // and logged with its length.
 func (b *Bot) Reply(_ context.Context, e queue.Event, text string) error {
 	b.stopTyping(e.ID)
+	if t := b.turnOf(e.ID); t != nil {
+		// The card stops changing before the answer goes out: a slash
+		// command's response must not be edited by both.
+		t.halt()
+	}
 	channel, err := discord.ParseSnowflake(e.ChannelID)
 	if err != nil {
 		return fmt.Errorf("reply to event %d: invalid channel id %q", e.ID, e.ChannelID)
@@ -259,6 +279,8 @@ type outbox struct {
 	// idle is closed while nothing is pending.
 	idle    chan struct{}
 	hurried bool
+	// afters run once the reply of their event is delivered or dropped.
+	afters map[uint64][]func()
 }
 
 func newOutbox() outbox {
@@ -307,6 +329,34 @@ func (o *outbox) done(d *delivery) *delivery {
 	return q[0]
 }
 
+// after runs f once event's reply has left the outbox; false when no
+// reply of event is in it.
+func (o *outbox) after(event uint64, f func()) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, q := range o.lanes {
+		for _, d := range q {
+			if d.event == event {
+				if o.afters == nil {
+					o.afters = map[uint64][]func(){}
+				}
+				o.afters[event] = append(o.afters[event], f)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// takeAfters removes and returns event's hooks.
+func (o *outbox) takeAfters(event uint64) []func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fs := o.afters[event]
+	delete(o.afters, event)
+	return fs
+}
+
 // wait blocks until nothing is pending or ctx ends.
 func (o *outbox) wait(ctx context.Context) error {
 	for {
@@ -351,6 +401,9 @@ func (b *Bot) Flush(ctx context.Context) error {
 func (b *Bot) deliverChannel(d *delivery) {
 	for d != nil {
 		b.deliver(d)
+		for _, f := range b.out.takeAfters(d.event) {
+			f()
+		}
 		d = b.out.done(d)
 	}
 }
@@ -518,7 +571,7 @@ func (b *Bot) answer(ctx context.Context, d *delivery, log zerolog.Logger) error
 			d.in = nil
 			return nil
 		}
-		id, err := b.webhookSend(ctx, in, d.next == 0, d.parts[d.next])
+		id, err := b.webhookSend(ctx, in, d.next == 0 && !in.cardOwned.Load(), d.parts[d.next])
 		if err != nil {
 			if _, ok := b.retryDelay(err, 1); ok {
 				return fmt.Errorf("slash command answer %d of %d: %w", d.next+1, len(d.parts), err)

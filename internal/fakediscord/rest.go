@@ -147,7 +147,10 @@ func (s *Server) channelEndpointLocked(method string, parts []string, q map[stri
 	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages":
 		return s.editMessageLocked(c, rest[1], ctype, body)
 	case (method == "PUT" || method == "DELETE") && len(rest) == 5 && rest[0] == "messages" && rest[2] == "reactions" && rest[4] == "@me":
+		s.botReactionLocked(c, rest[1], rest[3], method == "PUT")
 		return http.StatusNoContent, nil
+	case method == "DELETE" && len(rest) == 2 && rest[0] == "messages":
+		return s.deleteMessageLocked(c, rest[1])
 	}
 	return http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0}
 }
@@ -358,9 +361,13 @@ func (s *Server) editMessageLocked(c *channel, id string, ctype string, body []b
 	if m.Author.ID != s.Bot.ID {
 		return http.StatusForbidden, apiError{Message: "Cannot edit a message authored by another user", Code: 50005}
 	}
+	if wait, limited := s.editLimitedLocked(m); limited {
+		return http.StatusTooManyRequests, apiError{Message: "You are being rate limited.", RetryAfter: wait.Seconds()}
+	}
 	if aerr := applyEdit(m, in, has); aerr != nil {
 		return http.StatusBadRequest, *aerr
 	}
+	s.editedLocked(m)
 	return 200, m.Message
 }
 
@@ -512,6 +519,15 @@ func (s *Server) webhookLocked(method, token string, rest []string, ctype string
 	if !ok || len(s.callbacks[id]) == 0 {
 		return http.StatusNotFound, apiError{Message: "Unknown Webhook", Code: 10015}
 	}
+	if method == "DELETE" && len(rest) == 2 && rest[0] == "messages" && rest[1] == "@original" {
+		for i := range s.answers {
+			if a := s.answers[i]; a.Interaction == id && a.Original {
+				s.answers = append(s.answers[:i], s.answers[i+1:]...)
+				return http.StatusNoContent, nil
+			}
+		}
+		return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+	}
 	in, files, aerr, status := readMessage(ctype, body)
 	if aerr != nil {
 		return status, *aerr
@@ -520,10 +536,17 @@ func (s *Server) webhookLocked(method, token string, rest []string, ctype string
 	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages" && rest[1] == "@original":
 		for i := range s.answers {
 			if a := &s.answers[i]; a.Interaction == id && a.Original {
+				if wait, limited := s.editLimitedLocked(a); limited {
+					return http.StatusTooManyRequests, apiError{Message: "You are being rate limited.", RetryAfter: wait.Seconds()}
+				}
 				a.Content, a.AllowedMentions, a.Edited = in.Content, in.AllowedMentions, true
+				if in.Components != nil {
+					a.Components = *in.Components
+				}
 				if len(files) > 0 {
 					a.Files, a.Attachments = files, s.attachmentsOf(files)
 				}
+				s.editedLocked(a)
 				return 200, a.Message
 			}
 		}

@@ -3,10 +3,13 @@ package fakediscord
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
 )
@@ -63,5 +66,56 @@ func TestUploadsAreRecordedAndLimited(t *testing.T) {
 	}
 	if n := len(s.BotMessages(ch)); n != 1 {
 		t.Errorf("%d messages after a refused upload, want 1", n)
+	}
+}
+
+// Edits are recorded with their time; an edit sooner than LimitEdits
+// allows gets a 429 with retry_after and changes nothing; deletes remove
+// the message and are dispatched.
+func TestEditsLimitsAndDeletes(t *testing.T) {
+	s := Start(t)
+	_, ch := s.AddGuild("g")
+	post := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, s.APIBaseURL()+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bot "+s.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := post("POST", "/channels/"+ch.String()+"/messages", `{"content":"card"}`)
+	if status != 200 {
+		t.Fatalf("post = %d %s", status, body)
+	}
+	msgs := s.Messages(ch)
+	id := msgs[len(msgs)-1].ID
+	path := "/channels/" + ch.String() + "/messages/" + id.String()
+	s.LimitEdits(time.Hour)
+	if status, _ := post("PATCH", path, `{"content":"one"}`); status != 200 {
+		t.Fatalf("first edit = %d", status)
+	}
+	status, body = post("PATCH", path, `{"content":"two"}`)
+	if status != 429 || !strings.Contains(body, `"retry_after"`) || s.RateLimited() != 1 {
+		t.Fatalf("quick second edit = %d %s (rate limited %d)", status, body, s.RateLimited())
+	}
+	edits := s.Edits(ch, id)
+	if len(edits) != 1 || edits[0].Content != "one" || edits[0].Time.IsZero() {
+		t.Fatalf("edits = %+v", edits)
+	}
+	if m, _ := s.Message(ch, id); m.EditedTimestamp.Time().IsZero() {
+		t.Fatal("no edited timestamp")
+	}
+	if status, _ := post("DELETE", path, ""); status != 204 {
+		t.Fatalf("delete = %d", status)
+	}
+	if status, _ := post("DELETE", path, ""); status != 404 {
+		t.Fatalf("second delete = %d, want 404", status)
+	}
+	if d := s.Deleted(ch); len(d) != 1 || d[0] != id {
+		t.Fatalf("Deleted = %v", d)
 	}
 }

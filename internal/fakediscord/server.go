@@ -75,6 +75,19 @@ type Message struct {
 	Edited    bool
 	// Files are the files uploaded with the message, in order.
 	Files []File
+	// Edits are the message's accepted edits, in order.
+	Edits []Edit
+	// Reactions are the users who reacted, by emoji (the bot's own
+	// reactions included).
+	Reactions map[string][]discord.UserID
+}
+
+// Edit is one accepted edit of a message.
+type Edit struct {
+	Time    time.Time
+	Content string
+	// Buttons are the message's buttons after the edit.
+	Buttons []Button
 }
 
 // Button is a button under a message.
@@ -181,6 +194,12 @@ type Server struct {
 	session                       *gwSession
 	identifies, resumes, connects int
 	botMessages                   int
+	// editEvery, when set, is Discord's least time between two edits of
+	// one message: quicker edits get a 429 (LimitEdits).
+	editEvery   time.Duration
+	rateLimited int
+	// deleted are the ids of deleted messages, by channel.
+	deleted map[discord.ChannelID][]discord.MessageID
 	// changed is closed and replaced whenever state changes (Wait).
 	changed chan struct{}
 }
@@ -362,13 +381,29 @@ func (s *Server) Post(ch discord.ChannelID, author discord.User, content string,
 // Interact has user run a slash command in a channel; options are the
 // command's string options. It returns the interaction id.
 func (s *Server) Interact(ch discord.ChannelID, user discord.User, command string, options map[string]string) string {
+	var opts []Option
+	for k, v := range options {
+		opts = append(opts, Option{Name: k, Type: 3, Value: v})
+	}
+	return s.InteractOptions(ch, user, command, opts...)
+}
+
+// Option is a slash command option: Type 3 string, 4 integer, 5 boolean.
+type Option struct {
+	Name  string
+	Type  int
+	Value any
+}
+
+// InteractOptions is Interact with typed options.
+func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, command string, options ...Option) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.mustChannel(ch)
 	id := s.id().String()
 	var opts []map[string]any
-	for k, v := range options {
-		opts = append(opts, map[string]any{"name": k, "type": 3, "value": v})
+	for _, o := range options {
+		opts = append(opts, map[string]any{"name": o.Name, "type": o.Type, "value": o.Value})
 	}
 	ev := map[string]any{
 		"id":             id,
@@ -486,9 +521,23 @@ func (s *Server) Messages(ch discord.ChannelID) []Message {
 	defer s.mu.Unlock()
 	var out []Message
 	for _, m := range s.mustChannel(ch).messages {
-		out = append(out, *m)
+		out = append(out, m.copy())
 	}
 	return out
+}
+
+// copy is m with its own slices and maps, safe to read while the fake
+// changes m.
+func (m *Message) copy() Message {
+	c := *m
+	c.Edits = slices.Clone(m.Edits)
+	if m.Reactions != nil {
+		c.Reactions = make(map[string][]discord.UserID, len(m.Reactions))
+		for k, v := range m.Reactions {
+			c.Reactions[k] = slices.Clone(v)
+		}
+	}
+	return c
 }
 
 // Message returns a message of a channel by id, as it is now.
@@ -499,7 +548,7 @@ func (s *Server) Message(ch discord.ChannelID, id discord.MessageID) (Message, b
 	if m == nil {
 		return Message{}, false
 	}
-	return *m, true
+	return m.copy(), true
 }
 
 // BotMessages returns the bot's messages in a channel, oldest first.
@@ -524,7 +573,11 @@ func (s *Server) BotMessageCount() int {
 func (s *Server) Answers() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Message(nil), s.answers...)
+	out := make([]Message, len(s.answers))
+	for i := range s.answers {
+		out[i] = s.answers[i].copy()
+	}
+	return out
 }
 
 // Callbacks returns the interaction callback types sent for an interaction.

@@ -56,6 +56,10 @@ type CoreOptions struct {
 	StartID uint64
 	// OnStart, if set, is called when an event's turn is about to start.
 	OnStart func(queue.Event)
+	// Costs, if set, records what every event cost (the ledger).
+	Costs agent.CostRecorder
+	// Admit, if set, may refuse an event before it runs (budgets).
+	Admit func(context.Context, queue.Event) bool
 }
 
 // NewBackend builds the backend the config selects, with the environment
@@ -154,6 +158,9 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	agent.RemoveStalePromptFiles("", log)
 	rt := agent.New(agent.Options{
 		ConfigDir:      cfg.ConfigDir,
+		WorkDir:        cfg.WorkDir,
+		Costs:          opts.Costs,
+		Admit:          opts.Admit,
 		Timeout:        cfg.QueryTimeout,
 		AllowedTools:   cfg.AllowedTools,
 		PermissionMode: cfg.PermissionMode,

@@ -98,6 +98,8 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 		config.EnvConfigDir:         configDir,
 		config.EnvPermissionMode:    "default",
 		config.EnvQueryTimeoutMS:    "10000",
+		// Tests of the card turn it on; the others look at replies only.
+		config.EnvTurnCard: config.TurnCardOff,
 	}
 	for k, v := range o.env {
 		env[k] = v
@@ -288,8 +290,13 @@ func TestSlashCommands(t *testing.T) {
 		} `json:"options"`
 	}
 	json.Unmarshal(h.fd.Commands(), &cmds)
-	if len(cmds) != 3 || cmds[0].Name != "claude" || cmds[1].Name != "claude-reset" || cmds[2].Name != "claude-stop" ||
-		len(cmds[0].Options) != 1 || cmds[0].Options[0].Name != "prompt" || !cmds[0].Options[0].Required {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, " ") != "claude claude-reset claude-stop project model system-prompt status cost" ||
+		len(cmds[0].Options) != 1 || cmds[0].Options[0].Name != "prompt" || !cmds[0].Options[0].Required ||
+		len(cmds[2].Options) != 1 || cmds[2].Options[0].Name != "all" || cmds[2].Options[0].Required {
 		t.Fatalf("registered commands = %s", h.fd.Commands())
 	}
 
@@ -708,21 +715,20 @@ func TestStopCommandKillsTheRunAndDropsWaitingPrompts(t *testing.T) {
 	reactPath := "/channels/" + h.channel.String() + "/messages/" + queued.ID.String() + "/reactions/"
 	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 1 })
 
-	stop := h.fd.Interact(h.channel, h.user, "claude-stop", nil)
-	h.fd.Wait(t, "stop answer", waitLong, func() bool { return len(h.fd.Callbacks(stop)) == 1 })
-	for _, a := range h.fd.Answers() {
-		if a.Interaction == stop && a.Content != "Stopped the prompt that was running. Dropped 1 waiting prompt." {
-			t.Errorf("stop answer = %q", a.Content)
-		}
+	stop := h.fd.InteractOptions(h.channel, h.user, "claude-stop", fakediscord.Option{Name: "all", Type: 5, Value: true})
+	if got := h.answer(stop); got != "Stopped the prompt that was running; no process of it is left. Dropped 1 waiting prompt." {
+		t.Errorf("stop answer = %q", got)
 	}
 	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 1 })
 	h.fd.Wait(t, "the run to end", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
 
-	// The channel works again, and the stopped run posted nothing.
+	// The dropped prompt's author is told; the channel works again, and
+	// the stopped run posted nothing.
 	h.mention(h.channel, "next")
-	msgs := h.waitReplies(h.channel, 1)
-	if len(msgs) != 1 || msgs[0].Content != "done next" {
-		t.Errorf("messages = %+v, want only the next prompt's reply", msgs)
+	msgs := h.waitReplies(h.channel, 2)
+	if len(msgs) != 2 || !strings.HasPrefix(msgs[0].Content, "Not answered: the work in this channel was stopped") ||
+		msgs[0].Reference == nil || msgs[0].Reference.MessageID != queued.ID || msgs[1].Content != "done next" {
+		t.Errorf("messages = %+v, want the drop notice on the queued prompt, then the next prompt's reply", msgs)
 	}
 	if got := prompts(h.backend); strings.Join(got, "|") != "forever|next" {
 		t.Errorf("runs = %q; the dropped prompt must not run", got)
@@ -782,10 +788,26 @@ func TestStopAnswersARunningSlashCommand(t *testing.T) {
 			if a.Content != "Stopped before it answered." {
 				t.Errorf("stopped slash answer = %q", a.Content)
 			}
-		case stop:
-			if a.Content != "Stopped the prompt that was running." {
-				t.Errorf("stop answer = %q", a.Content)
-			}
 		}
 	}
+	if got := h.answer(stop); got != "Stopped the prompt that was running; no process of it is left." {
+		t.Errorf("stop answer = %q", got)
+	}
+}
+
+// answer waits for an interaction's response to have content (a deferred
+// one is edited) and returns it.
+func (h *harness) answer(interaction string) string {
+	h.t.Helper()
+	var content string
+	h.fd.Wait(h.t, "the answer to interaction "+interaction, waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == interaction && a.Original && a.Content != "" {
+				content = a.Content
+				return true
+			}
+		}
+		return false
+	})
+	return content
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
 	gwdiscord "github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
 // blockOn answers every prompt at once except "forever", which runs until
@@ -52,12 +53,9 @@ func TestHeartbeatDroppedByStopFiresAgain(t *testing.T) {
 	advance(t, clock, 1, 60*time.Second)
 	h.fd.Wait(t, "the heartbeat queued", waitLong, func() bool { return strings.Contains(h.logs.String(), "scheduled event enqueued") })
 
-	stop := h.fd.Interact(h.channel, h.user, "claude-stop", nil)
-	h.fd.Wait(t, "stop answer", waitLong, func() bool { return len(h.fd.Callbacks(stop)) == 1 })
-	for _, a := range h.fd.Answers() {
-		if a.Interaction == stop && a.Content != "Stopped the prompt that was running." {
-			t.Errorf("stop answer = %q; a dropped heartbeat is not a waiting prompt", a.Content)
-		}
+	stop := h.fd.InteractOptions(h.channel, h.user, "claude-stop", fakediscord.Option{Name: "all", Type: 5, Value: true})
+	if got := h.answer(stop); got != "Stopped the prompt that was running; no process of it is left." {
+		t.Errorf("stop answer = %q; a dropped heartbeat is not a waiting prompt", got)
 	}
 	h.fd.Wait(t, "the run to end", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/schedule"
 )
@@ -82,6 +85,22 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.Seen, dopts.Deliveries, dopts.NoncePrefix = durable, durable, in.NoncePrefix()
 	dopts.MaxCatchUpAge, dopts.WatchingSince = cfg.CatchUpMaxAge, in.Created()
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
+	dopts.TurnCard = cfg.TurnCard
+	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	if n := ledger.Skipped(); n > 0 {
+		log.Warn().Int("lines", n).Str("file", cost.FileName).Msg("skipped unreadable lines of the cost ledger (a torn write after a crash?)")
+	}
+	if cfg.ProjectsRoot != "" {
+		if err := project.Check(cfg.ProjectsRoot); err != nil {
+			log.Warn().Err(err).Msg("/project cannot bind channels until PROJECTS_ROOT names a directory")
+		}
+	}
+	ctl := newControls(cfg, nil, ledger, cfg.Backend, nil, log.With().Str("component", "controls").Logger())
+	dopts.CardWarning = ctl.warning
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {
 		return err
@@ -128,6 +147,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Journal: durable,
 		StartID: in.LastID(),
 		OnStart: durable.started,
+		Costs:   ctl,
+		Admit:   ctl.admit,
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			durable.done(e, out)
 			finished.Add(1)
@@ -143,6 +164,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err != nil {
 		return err
 	}
+	ctl.sessions, ctl.queue = core.Sessions, core.Queue
+	if core.Backend.Name() != "" {
+		ctl.backend = core.Backend.Name()
+	}
+	ctl.register(bot)
 	sched, err = schedule.New(schedule.Options{
 		Enqueue:        core.Queue.Enqueue,
 		DefaultChannel: cfg.OutputChannelID,
