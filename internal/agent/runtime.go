@@ -228,6 +228,11 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 	if len(out.Result.PermissionDenials) > 0 && out.Reply != "" {
 		out.Reply += "\n\n" + deniedNote(out.Result.PermissionDenials)
 	}
+	if r.opts.Costs != nil {
+		// Before the reply: whoever reads the answer and asks for /cost
+		// (or sends the next prompt, judged against the budget) sees it.
+		r.opts.Costs.Spent(e, out, time.Since(started))
+	}
 	quiet := e.Kind == queue.KindHeartbeat && out.Err == nil && HeartbeatOK(out.Reply)
 	repeated := r.repeatedFailure(e, out.Err)
 	if out.Reply != "" && e.ChannelID != "" && !quiet && !repeated {
@@ -264,9 +269,6 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		ev.Str("why_not_posted", "the previous run failed too and was posted; posting again when it succeeds and fails anew")
 	}
 	ev.Msg("event finished")
-	if r.opts.Costs != nil {
-		r.opts.Costs.Spent(e, out, time.Since(started))
-	}
 	return out
 }
 

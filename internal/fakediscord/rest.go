@@ -487,6 +487,9 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 		if in.Type == 7 {
 			m := s.channels[at.channel].message(at.message)
 			if m == nil {
+				m = s.answerLocked(at.message)
+			}
+			if m == nil {
 				return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
 			}
 			upd := sentMessage{}
@@ -507,7 +510,11 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 	if in.Data != nil {
 		m.Content, m.AllowedMentions = in.Data.Content, in.Data.AllowedMentions
 		m.Ephemeral = in.Data.Flags&discord.EphemeralMessage != 0
+		if in.Data.Components != nil {
+			m.Components = *in.Data.Components
+		}
 	}
+	m.ChannelID = s.interactionChannel[id]
 	s.answers = append(s.answers, m)
 	return http.StatusNoContent, nil
 }

@@ -188,7 +188,9 @@ type Server struct {
 	// callbacks are interaction callback types by interaction id.
 	callbacks map[string][]int
 	// pressed is the message each button press (by interaction id) was on.
-	pressed                       map[string]pressedMessage
+	pressed map[string]pressedMessage
+	// interactionChannel is the channel of each slash command, by id.
+	interactionChannel            map[string]discord.ChannelID
 	conn                          *conn
 	offline                       bool
 	session                       *gwSession
@@ -405,6 +407,10 @@ func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, comman
 	for _, o := range options {
 		opts = append(opts, map[string]any{"name": o.Name, "type": o.Type, "value": o.Value})
 	}
+	if s.interactionChannel == nil {
+		s.interactionChannel = map[string]discord.ChannelID{}
+	}
+	s.interactionChannel[id] = ch
 	ev := map[string]any{
 		"id":             id,
 		"application_id": s.App.String(),
@@ -436,7 +442,10 @@ func (s *Server) Press(ch discord.ChannelID, message discord.MessageID, user dis
 	c := s.mustChannel(ch)
 	m := c.message(message)
 	if m == nil {
-		panic(fmt.Sprintf("fakediscord: no message %s in channel %s", message, ch))
+		// An interaction's response with buttons.
+		if m = s.answerLocked(message); m == nil || m.ChannelID != ch {
+			panic(fmt.Sprintf("fakediscord: no message %s in channel %s", message, ch))
+		}
 	}
 	if !slices.ContainsFunc(m.Buttons(), func(b Button) bool { return b.ID == customID }) {
 		panic(fmt.Sprintf("fakediscord: message %s has no button %q", message, customID))
@@ -464,6 +473,16 @@ func (s *Server) Press(ch discord.ChannelID, message discord.MessageID, user dis
 	}
 	s.dispatchLocked("INTERACTION_CREATE", ev)
 	return id
+}
+
+// answerLocked finds an interaction response by message id.
+func (s *Server) answerLocked(id discord.MessageID) *Message {
+	for i := range s.answers {
+		if s.answers[i].ID == id {
+			return &s.answers[i]
+		}
+	}
+	return nil
 }
 
 // message finds a message of the channel by id; nil if there is none.

@@ -61,6 +61,8 @@ type harnessOptions struct {
 	// backend, if set, replaces the in-process fake (e.g. a real adapter
 	// driving a scripted CLI).
 	backend backends.Backend
+	// cardDelay and cardEvery, if set, replace the turn card's timings.
+	cardDelay, cardEvery time.Duration
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
@@ -129,6 +131,8 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 				FastReconnect:   true,
 				TypingInterval:  50 * time.Millisecond,
 				DeliveryBackoff: 10 * time.Millisecond,
+				CardDelay:       o.cardDelay,
+				CardEvery:       o.cardEvery,
 			},
 			ConnectTimeout:  waitLong,
 			ShutdownTimeout: waitLong,
