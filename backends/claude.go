@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/agentgateway/gateway/internal/proc"
 )
@@ -104,12 +105,16 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	p, err := proc.Start(runCtx, proc.Spec{
-		Path:       bin,
-		Args:       claudeArgs(req, promptFile),
-		Dir:        req.WorkDir,
-		Env:        FilterEnv(c.opts.Env, claudeEnvAllow, nil),
-		Stdin:      strings.NewReader(req.Prompt),
-		Grace:      c.opts.KillGrace,
+		Path:  bin,
+		Args:  claudeArgs(req, promptFile),
+		Dir:   req.WorkDir,
+		Env:   FilterEnv(c.opts.Env, claudeEnvAllow, nil),
+		Stdin: strings.NewReader(req.Prompt),
+		Grace: c.opts.KillGrace,
+		// On SIGINT claude stops the turn and prints its result, with the
+		// session's cost so far (testdata/claude/interrupted.jsonl); on
+		// SIGTERM it prints nothing.
+		Interrupt:  syscall.SIGINT,
 		Credential: c.opts.credential(),
 		Owner:      c.opts.Owner,
 	})
@@ -148,6 +153,14 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		withTail.Stderr = stderr
 		withTail.ModelOutput = out.ModelOutput || parser.Answered()
 		return res, &withTail
+	}
+	if ctxErr := contextError(ctx, waitErr); ctxErr != nil && resErr != nil && !errors.Is(resErr, errNoResult) {
+		// Interrupted (stopped, timed out): claude's result says the turn
+		// was aborted; what stopped it is the context. The result keeps
+		// the cost.
+		ctxErr.ModelOutput = out.ModelOutput || parser.Answered()
+		ctxErr.Stderr = stderr
+		return res, ctxErr
 	}
 	if !errors.Is(resErr, errNoResult) {
 		// The stream said how the turn ended; that outranks exit codes, a

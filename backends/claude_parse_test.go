@@ -220,6 +220,14 @@ func TestClaudeParseGolden(t *testing.T) {
 		{file: "auth_retry.jsonl", events: []string{"init " + sAuthRetry + initOpus, "retry 1/10 authentication_error", "retry 2/10 authentication_error", "retry 3/10 authentication_error", "retry 4/10 authentication_error", "retry 5/10 authentication_error", "retry 6/10 authentication_error"}, noResult: true},
 		{file: "auth_retry_partial.jsonl", events: []string{"init " + sAuthRetryPartial + initOpus, "retry 1/10 authentication_error", "retry 2/10 authentication_error", "retry 3/10 authentication_error", "retry 4/10 authentication_error", "retry 5/10 authentication_error", "retry 6/10 authentication_error", "retry 7/10 authentication_error", "retry 8/10 authentication_error", "retry 9/10 authentication_error", "retry 10/10 authentication_error"}, noResult: true},
 		{file: "unreachable.jsonl", events: []string{"init " + sUnreachable + initOpus, "retry 1/10 api_unreachable", "retry 2/10 api_unreachable", "retry 3/10 api_unreachable", "retry 4/10 api_unreachable", "retry 5/10 api_unreachable", "retry 6/10 api_unreachable"}, noResult: true},
+		{
+			// SIGINT while the model API hung: an aborted result, no text.
+			file:   "interrupted.jsonl",
+			events: []string{"init dc3f1054-ad46-4427-aa30-883199874984" + initOpus, `result "" error execution_error`},
+			result: Result{SessionID: "dc3f1054-ad46-4427-aa30-883199874984", Model: "claude-opus-5-5", Turns: 2, Duration: 123 * time.Millisecond},
+			kind:   KindExecution,
+			msgHas: "ede_diagnostic",
+		},
 		{file: "unreachable_partial.jsonl", events: []string{"init " + sUnreachablePartial + initOpus, "retry 1/10 api_unreachable", "retry 2/10 api_unreachable", "retry 3/10 api_unreachable", "retry 4/10 api_unreachable", "retry 5/10 api_unreachable", "retry 6/10 api_unreachable"}, noResult: true},
 	}
 	for _, tt := range tests {
@@ -293,6 +301,7 @@ func TestClaudeParseGoldenFilesCovered(t *testing.T) {
 		"root_bypass_sandbox.jsonl": true, "auth_error.jsonl": true, "server_error.jsonl": true,
 		"stale_session.jsonl": true, "root_bypass.jsonl": true, "default_denied.jsonl": true,
 		"auth_retry.jsonl": true, "auth_retry_partial.jsonl": true, "unreachable.jsonl": true, "unreachable_partial.jsonl": true,
+		"interrupted.jsonl": true,
 	}
 	for _, f := range files {
 		if !covered[filepath.Base(f)] {

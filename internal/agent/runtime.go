@@ -490,16 +490,17 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 	if merr := mem.End(); merr != nil {
 		memoryProblem(log, merr)
 	}
-	if err == nil {
-		if res.SessionCostUSD > 0 {
-			// The CLI reported the session's total: this turn cost the
-			// difference from the total the session had before it.
-			if res.SessionID == req.SessionID && res.SessionCostUSD >= costBefore {
-				res.CostUSD = res.SessionCostUSD - costBefore
-			} else {
-				res.CostUSD = res.SessionCostUSD
-			}
+	if res.SessionCostUSD > 0 {
+		// The CLI reported the session's total (claude does, even for a
+		// turn it was interrupted in): this turn cost the difference from
+		// the total the session had before it.
+		if res.SessionID == req.SessionID && res.SessionCostUSD >= costBefore {
+			res.CostUSD = res.SessionCostUSD - costBefore
+		} else {
+			res.CostUSD = res.SessionCostUSD
 		}
+	}
+	if err == nil || res.SessionCostUSD > 0 {
 		bind(res.SessionID, res.SessionCostUSD)
 	}
 	return res, err

@@ -276,3 +276,27 @@ func TestPacerSendsNothingAfterClose(t *testing.T) {
 		t.Fatalf("frames after close = %q", got)
 	}
 }
+
+// Close does not wait for the interval to pass: a pacer between two
+// sends stops at once.
+func TestPacerCloseDoesNotWaitForTheInterval(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	r := newSender()
+	p := NewPacer(clock, time.Hour, r.send)
+	p.Update("a")
+	waitSent(t, r)
+	p.Update("b")
+	if err := clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan string)
+	go func() { closed <- p.Close(context.Background()) }()
+	select {
+	case got := <-closed:
+		if got != "a" {
+			t.Fatalf("Close = %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the interval")
+	}
+}

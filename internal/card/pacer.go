@@ -107,20 +107,12 @@ func (p *Pacer) run() {
 			}
 		}
 		if wait := next.Sub(p.clock.Now()); wait > 0 {
-			t := p.clock.NewTimer(wait)
-			select {
-			case <-t.Chan():
-			case <-p.ctx.Done():
-				t.Stop()
-				return
+			if !p.sleep(wait) {
+				return // closed while waiting: what is pending is not sent
 			}
-			// Closed while waiting: what is pending is not sent.
 			p.mu.Lock()
-			closed, frame = p.closed, p.pending
+			frame = p.pending
 			p.mu.Unlock()
-			if closed {
-				return
-			}
 		}
 		p.mu.Lock()
 		if frame == p.lastSent {
@@ -146,5 +138,26 @@ func (p *Pacer) run() {
 			}
 		}
 		p.mu.Unlock()
+	}
+}
+
+// sleep waits d, and reports false as soon as the pacer is closed.
+func (p *Pacer) sleep(d time.Duration) bool {
+	t := p.clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.Chan():
+			return true
+		case <-p.wake:
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			if closed {
+				return false
+			}
+		case <-p.ctx.Done():
+			return false
+		}
 	}
 }

@@ -399,7 +399,10 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 	var text string
 	switch {
 	case out.Stopped:
-		r.Phase, r.CostUSD = card.Stopped, -1
+		r.Phase = card.Stopped
+		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {
+			r.CostUSD = -1 // killed before it could say
+		}
 		st.Phase = card.Stopped
 		// What the agent had written stays under the receipt.
 		text = r.String()
@@ -408,7 +411,10 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 			text += "\n" + body
 		}
 	case out.Err != nil:
-		r.Phase, r.CostUSD = card.Failed, -1
+		r.Phase = card.Failed
+		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {
+			r.CostUSD = -1
+		}
 		text = r.String()
 	case out.Refused || out.Interrupted:
 		text = r.String()

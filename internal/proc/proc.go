@@ -77,6 +77,13 @@ type Spec struct {
 	// it by their mark needs root or CAP_SYS_PTRACE (their environ is not
 	// the caller's to read). Nil means the caller's own.
 	Credential *Credential
+	// Interrupt, if set, is the signal the group gets first when ctx
+	// ends, for a CLI that stops cleanly on it (claude reports what the
+	// turn cost on SIGINT, not on SIGTERM). SIGTERM follows after
+	// InterruptGrace if the leader is still alive (zero: 1 s), then SIGKILL
+	// after Grace.
+	Interrupt      syscall.Signal
+	InterruptGrace time.Duration
 	// Owner, if set, marks the process and every descendant as the
 	// gateway's (GATEWAY_OWNER_<Owner>=1), so that KillLeftovers finds them
 	// after the gateway itself was killed. Letters and digits only.
@@ -126,6 +133,8 @@ type Process struct {
 
 	// canceled is set when the context ended and the group was signalled.
 	canceled atomic.Bool
+	// leaderGone is closed once the leader has been reaped.
+	leaderGone chan struct{}
 
 	// exit and err are written once by the wait goroutine before done is
 	// closed and only read after it.
@@ -134,7 +143,8 @@ type Process struct {
 }
 
 // Start starts the process described by s. Cancelling ctx stops the whole
-// process group: SIGTERM, then SIGKILL after s.Grace. The caller must call
+// process group: s.Interrupt if set, SIGTERM (after s.InterruptGrace when
+// interrupted first), then SIGKILL after s.Grace. The caller must call
 // Wait (or wait for Done) and should read Stdout to the end.
 func Start(ctx context.Context, s Spec) (*Process, error) {
 	if s.Path == "" {
@@ -222,17 +232,42 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		stderrDone: make(chan struct{}),
 		stdinDone:  make(chan struct{}),
 		done:       make(chan struct{}),
+		leaderGone: make(chan struct{}),
+	}
+	interruptGrace := time.Duration(0)
+	if s.Interrupt != 0 {
+		interruptGrace = s.InterruptGrace
+		if interruptGrace <= 0 {
+			interruptGrace = time.Second
+		}
 	}
 	cmd.Cancel = func() error {
 		// cmd.Process is set before exec starts the goroutine calling this.
-		err := signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+		pid := cmd.Process.Pid
+		if s.Interrupt == 0 {
+			err := signalGroup(pid, syscall.SIGTERM)
+			if err == nil {
+				p.canceled.Store(true)
+			}
+			return err
+		}
+		err := signalGroup(pid, s.Interrupt)
 		if err == nil {
 			p.canceled.Store(true)
+			go func() {
+				t := time.NewTimer(interruptGrace)
+				defer t.Stop()
+				select {
+				case <-p.leaderGone:
+				case <-t.C:
+					_ = signalGroup(pid, syscall.SIGTERM)
+				}
+			}()
 		}
 		return err
 	}
 	// After the grace, exec SIGKILLs the leader; wait then kills the group.
-	cmd.WaitDelay = grace
+	cmd.WaitDelay = interruptGrace + grace
 
 	if err := startLeader(cmd); err != nil {
 		closeAll(parentEnds)
@@ -282,6 +317,7 @@ func (p *Process) Wait() (Exit, error) {
 func (p *Process) wait() {
 	werr := p.cmd.Wait()
 	pid := p.cmd.Process.Pid
+	close(p.leaderGone)
 	leaderReaped(pid)
 	// The leader is gone: kill whatever it left behind, in its group or
 	// carrying its mark.

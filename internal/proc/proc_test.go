@@ -510,3 +510,41 @@ func TestUnreadStdinDoesNotBlock(t *testing.T) {
 		t.Errorf("Wait = %v, %v; want exit status 4", ex, err)
 	}
 }
+
+// With Interrupt, a cancel sends that signal first: a CLI that stops
+// cleanly on it exits by itself and says so; one that ignores it gets
+// SIGTERM after InterruptGrace.
+func TestCancelInterruptsFirst(t *testing.T) {
+	t.Parallel()
+	interrupt := func(s *Spec) { s.Interrupt, s.InterruptGrace = syscall.SIGINT, 300*time.Millisecond }
+
+	ctx, cancel := context.WithCancel(t.Context())
+	p := startSh(t, ctx, `trap 'echo interrupted; exit 0' INT; echo ready; while :; do sleep 0.05; done`, interrupt)
+	out := bufio.NewReader(p.Stdout())
+	if got := readLine(t, out); got != "ready" {
+		t.Fatalf("first line = %q", got)
+	}
+	cancel()
+	if got := readLine(t, out); got != "interrupted" {
+		t.Errorf("after the cancel the CLI printed %q, want its own clean stop", got)
+	}
+	ex, err := waitExit(t, p, 10*time.Second)
+	if !errors.Is(err, context.Canceled) || ex.Code != 0 {
+		t.Errorf("exit = %v, %v; want a clean exit reported as cancelled", ex, err)
+	}
+
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	p2 := startSh(t, ctx2, `trap '' INT; echo ready; while :; do sleep 0.05; done`, interrupt)
+	out2 := bufio.NewReader(p2.Stdout())
+	readLine(t, out2)
+	start := time.Now()
+	cancel2()
+	ex2, _ := waitExit(t, p2, 10*time.Second)
+	if ex2.Signal != syscall.SIGTERM {
+		t.Errorf("exit = %v, want SIGTERM after the interrupt was ignored", ex2)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d >= 2*time.Second {
+		t.Errorf("stopped after %v, want SIGTERM after the 300ms interrupt grace", d)
+	}
+	waitFor(t, 5*time.Second, "process group to be gone", func() bool { return groupGone(p2.Pid()) })
+}
