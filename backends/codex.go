@@ -277,6 +277,10 @@ func codexArgs(req Request, env []string, profile, persona, userProvider string)
 	if req.Model != "" {
 		args = append(args, "-m", req.Model)
 	}
+	for _, dir := range req.AddDirs {
+		// Writable beside the work dir in workspace-write (memory.md).
+		args = append(args, "--add-dir", dir)
+	}
 	if req.SessionID != "" {
 		args = append(args, "resume", req.SessionID)
 	}

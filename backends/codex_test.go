@@ -564,3 +564,10 @@ func TestCodexRunKeepsUserProvider(t *testing.T) {
 		}
 	}
 }
+
+func TestCodexArgsAddDirs(t *testing.T) {
+	got := strings.Join(codexArgs(Request{AddDirs: []string{"/cfg"}, SessionID: "s1"}, nil, "", "", ""), " ")
+	if !strings.Contains(got, "--add-dir /cfg resume s1") {
+		t.Errorf("args = %s; want --add-dir before resume", got)
+	}
+}

@@ -254,6 +254,10 @@ func geminiArgs(req Request) ([]string, error) {
 	if tools := geminiTools(req.AllowedTools); len(tools) > 0 {
 		args = append(args, "--allowed-tools", strings.Join(tools, ","))
 	}
+	for _, dir := range req.AddDirs {
+		// Part of the workspace beside the work dir (memory.md).
+		args = append(args, "--include-directories", dir)
+	}
 	if req.SessionID != "" {
 		args = append(args, "--resume", req.SessionID)
 	}

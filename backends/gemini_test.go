@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -112,5 +113,12 @@ func TestGeminiEnvValue(t *testing.T) {
 	}
 	if got := envValue(env, "NOPE"); got != "" {
 		t.Errorf("envValue = %q", got)
+	}
+}
+
+func TestGeminiArgsAddDirs(t *testing.T) {
+	args, err := geminiArgs(Request{AddDirs: []string{"/cfg"}})
+	if err != nil || !strings.Contains(strings.Join(args, " "), "--include-directories /cfg") {
+		t.Errorf("args = %q, %v", args, err)
 	}
 }
