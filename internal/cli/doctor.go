@@ -18,10 +18,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/card"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/schedule"
 	"github.com/agentgateway/gateway/internal/webhook"
 )
@@ -155,6 +158,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, holdChecks(cfg)...)
 		checks = append(checks, inboxChecks(cfg)...)
+		checks = append(checks, workChecks(cfg, time.Now())...)
 		checks = append(checks, agentUserChecks(cfg, opts.envFile)...)
 		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
 		names := []string{cfg.Backend}
@@ -212,6 +216,50 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		return errDoctorProblems
 	}
 	return nil
+}
+
+// workChecks reports where the agent works (WORK_DIR, PROJECTS_ROOT) and
+// what it cost today against the budgets.
+func workChecks(cfg *config.Config, now time.Time) []check {
+	var out []check
+	if cfg.WorkDir != "" {
+		if err := project.Check(cfg.WorkDir); err != nil {
+			out = append(out, check{Name: "work-dir", Detail: fmt.Sprintf("WORK_DIR %s: %v", cfg.WorkDir, err), need: "an existing WORK_DIR"})
+		} else {
+			out = append(out, check{Name: "work-dir", OK: true, Detail: "the agent works in " + cfg.WorkDir + " unless a channel has a project"})
+		}
+	}
+	if cfg.ProjectsRoot != "" {
+		if err := project.Check(cfg.ProjectsRoot); err != nil {
+			out = append(out, check{Name: "projects", Warning: true, Detail: fmt.Sprintf("%v: /project cannot bind channels until it exists", err)})
+		} else {
+			out = append(out, check{Name: "projects", OK: true, Detail: "/project binds channels to directories inside " + cfg.ProjectsRoot})
+		}
+	}
+	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
+	if err != nil {
+		return append(out, check{Name: "cost", Warning: true, Detail: err.Error()})
+	}
+	gw, _ := ledger.Spent(now, "")
+	detail := fmt.Sprintf("spent today: %s", card.Dollars(gw))
+	if cfg.DailyBudgetUSD > 0 || cfg.ChannelBudgetUSD > 0 {
+		v := ledger.Check(cost.Budget{DailyUSD: cfg.DailyBudgetUSD}, now, "")
+		detail += fmt.Sprintf(" (gateway budget %s, channel budget %s)", budgetText(cfg.DailyBudgetUSD), budgetText(cfg.ChannelBudgetUSD))
+		if v.Level == cost.LevelOver {
+			return append(out, check{Name: "cost", Warning: true, Detail: detail + ": " + v.Text()})
+		}
+	}
+	if n := ledger.Skipped(); n > 0 {
+		out = append(out, check{Name: "cost", Warning: true, Detail: fmt.Sprintf("%d unreadable lines in %s were skipped", n, cost.FileName)})
+	}
+	return append(out, check{Name: "cost", OK: true, Detail: detail})
+}
+
+func budgetText(v float64) string {
+	if v <= 0 {
+		return "none"
+	}
+	return card.Dollars(v)
 }
 
 func configDirChecks(dir string) []check {
