@@ -283,7 +283,6 @@ func TestStopAHungTurn(t *testing.T) {
 					t.Errorf("/claude-stop answer = %q", got)
 				}
 			}
-			// A late tap does nothing.
 			if id, ok := h.sessionBinding(); !ok || id != "s-card" {
 				t.Fatalf("session after the stop = %q, %v; want it kept", id, ok)
 			}
@@ -491,4 +490,71 @@ func (h *harness) sessions() *session.Store {
 		h.t.Fatal(err)
 	}
 	return store
+}
+
+// A /claude turn shows its card in the command's own response; the answer
+// comes as a follow-up, and the response ends as the receipt.
+func TestTurnCardInASlashCommandResponse(t *testing.T) {
+	release := make(chan struct{})
+	h := startGateway(t, harnessOptions{
+		cardEvery: 50 * time.Millisecond,
+		env:       map[string]string{config.EnvTurnCard: config.TurnCardReceipt},
+		respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+			emit(backends.Event{Kind: backends.EventToolUse, Tool: &backends.ToolCall{ID: "1", Name: "Grep", Input: `{"pattern":"TODO"}`}})
+			<-release
+			emit(backends.Event{Kind: backends.EventToolResult, Tool: &backends.ToolCall{ID: "1"}})
+			return backends.Result{SessionID: "s", Text: "Found 3 TODOs.", CostUSD: 0.02}, nil
+		},
+	})
+	id := h.fd.Interact(h.channel, h.user, "claude", map[string]string{"prompt": "find todos"})
+	h.fd.Wait(t, "the card in the response", waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == id && a.Original && strings.Contains(a.Content, "`Grep` `TODO`") && len(a.Buttons()) == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	close(release)
+	h.fd.Wait(t, "the answer and the receipt", waitLong, func() bool {
+		var answered, receipt bool
+		for _, a := range h.fd.Answers() {
+			if a.Interaction != id {
+				continue
+			}
+			answered = answered || (!a.Original && a.Content == "Found 3 TODOs.")
+			receipt = receipt || (a.Original && strings.HasPrefix(a.Content, "✅ Done") && strings.Contains(a.Content, "1 tool") && len(a.Buttons()) == 0)
+		}
+		return answered && receipt
+	})
+}
+
+// TURN_CARD=delete removes the card once the answer is posted.
+func TestTurnCardDeletedAfterTheAnswer(t *testing.T) {
+	release := make(chan struct{})
+	h := startGateway(t, harnessOptions{
+		env: map[string]string{config.EnvTurnCard: config.TurnCardDelete},
+		respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+			emit(backends.Event{Kind: backends.EventToolUse, Tool: &backends.ToolCall{ID: "1", Name: "Bash", Input: `{"command":"ls"}`}})
+			<-release
+			emit(backends.Event{Kind: backends.EventToolResult, Tool: &backends.ToolCall{ID: "1"}})
+			return backends.Result{SessionID: "s", Text: "Listed."}, nil
+		},
+	})
+	prompt := h.mention(h.channel, "list")
+	var card fakediscord.Message
+	h.fd.Wait(t, "the card", waitLong, func() bool {
+		var ok bool
+		card, ok = h.card(h.channel, prompt.ID)
+		return ok
+	})
+	close(release)
+	h.fd.Wait(t, "the card deleted after the answer", waitLong, func() bool { return len(h.fd.Deleted(h.channel)) == 1 })
+	if d := h.fd.Deleted(h.channel); d[0] != card.ID {
+		t.Errorf("deleted %v, want the card %v", d, card.ID)
+	}
+	msgs := h.fd.BotMessages(h.channel)
+	if len(msgs) != 1 || msgs[0].Content != "Listed." {
+		t.Fatalf("messages left = %+v, want the answer alone", msgs)
+	}
 }
