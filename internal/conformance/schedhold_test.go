@@ -4,7 +4,6 @@ package conformance
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,26 +45,7 @@ func TestConformanceClaudeScheduleWriteWaitsForApply(t *testing.T) {
 	ops := fd.AddChannel(fakediscord.Channel{GuildID: guild, Name: "ops"})
 	alice, boss := fd.User("alice"), fd.User("boss")
 
-	cmd := exec.Command(bin, "run")
-	cmd.Dir = work
-	cmd.Env = gatewayEnv(t, fd, api.URL(), configDir, "OUTPUT_CHANNEL_ID="+ops.String(), "APPROVER_IDS="+boss.ID.String())
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway output:\n%s\nmodel API:\n%s", logs.String(), api.Summary())
-		}
-	})
+	logs, _ := gatewayRun(t, bin, work, gatewayEnv(t, fd, api.URL(), configDir, "OUTPUT_CHANNEL_ID="+ops.String(), "APPROVER_IDS="+boss.ID.String()), api)
 	fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
 
 	fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Post an advert every minute.", fd.Bot)
