@@ -474,9 +474,10 @@ func (b *Bot) afterReply(event uint64, f func()) {
 }
 
 // mayStop reports whether user may stop e: its author, or a user on the
-// allowlist when there is one.
+// allowlist when there is one. A scheduled event has no author: whoever
+// may use the bot in the channel may stop it.
 func (b *Bot) mayStop(user string, e queue.Event) bool {
-	return user == e.UserID || b.opts.Access.ListedUser(user)
+	return e.UserID == "" || user == e.UserID || b.opts.Access.ListedUser(user)
 }
 
 // stopTurn stops t's run, once: the card says "Stopping…" at once, and
