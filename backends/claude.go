@@ -147,17 +147,27 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	}
 
 	res, resErr := parser.Result()
-	if fatal := parser.Fatal(); fatal != nil && errors.Is(resErr, errNoResult) && ctx.Err() == nil {
+	if fatal := parser.Fatal(); fatal != nil && ctx.Err() == nil {
+		// Stopped for it: the aborted result claude prints on the way out
+		// (it is interrupted) says nothing the fatal error does not.
 		log.Debug().Str("kind", string(fatal.Kind)).Msg("stopped claude: its retries could not succeed")
 		withTail := *fatal
 		withTail.Stderr = stderr
 		withTail.ModelOutput = out.ModelOutput || parser.Answered()
 		return res, &withTail
 	}
-	if ctxErr := contextError(ctx, waitErr); ctxErr != nil && resErr != nil && !errors.Is(resErr, errNoResult) {
-		// Interrupted (stopped, timed out): claude's result says the turn
-		// was aborted; what stopped it is the context. The result keeps
-		// the cost.
+	ctxErr := contextError(ctx, waitErr)
+	if ctxErr != nil && resErr != nil {
+		// Interrupted (stopped, timed out): what stopped the turn is the
+		// context, whatever claude's aborted result says; the result
+		// keeps the cost.
+		if retrying := parser.Retrying(); retrying != nil && ctxErr.Kind == KindTimeout {
+			// Time ran out while claude was still retrying the model API:
+			// say what failed, not that the task was too long.
+			retrying.Message = "claude did not finish in time: " + retrying.Message
+			retrying.Err = ctxErr.Err
+			ctxErr = retrying
+		}
 		ctxErr.ModelOutput = out.ModelOutput || parser.Answered()
 		ctxErr.Stderr = stderr
 		return res, ctxErr
@@ -175,18 +185,6 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		return res, nil
 	}
 
-	if ctxErr := contextError(ctx, waitErr); ctxErr != nil {
-		if retrying := parser.Retrying(); retrying != nil && ctxErr.Kind == KindTimeout {
-			// Time ran out while claude was still retrying the model API:
-			// say what failed, not that the task was too long.
-			retrying.Message = "claude did not finish in time: " + retrying.Message
-			retrying.Err = ctxErr.Err
-			ctxErr = retrying
-		}
-		ctxErr.ModelOutput = out.ModelOutput || parser.Answered()
-		ctxErr.Stderr = stderr
-		return res, ctxErr
-	}
 	if strings.Contains(stderr, claudeRootRefusal) || strings.Contains(garbage.text(), claudeRootRefusal) {
 		return res, &Error{Kind: KindPermission, Message: rootRefusalMessage, Stderr: stderr}
 	}
