@@ -298,7 +298,11 @@ func (t *turn) observe(ev backends.Event) {
 		default:
 		}
 	}
-	t.refresh()
+	if ev.Kind != backends.EventText {
+		// Streamed text waits for the next tick: rendering every delta
+		// of a fast stream would cost more than the edit it feeds.
+		t.refresh()
+	}
 }
 
 // retryNotice says, as it happens, that the CLI is retrying a failing
@@ -496,16 +500,16 @@ func (b *Bot) stopTurn(t *turn, by string, all bool) bool {
 	t.refresh()
 	b.log.Info().Uint64("event", t.e.ID).Str("channel", t.e.ChannelID).Str("by", by).Bool("drop_waiting", all).Msg("stop requested")
 	if all {
-		b.dropWaiting(t.channel, by, true)
+		b.dropWaiting(t.channel, by)
 		return true
 	}
 	b.intake.Cancel(t.e.ChannelID, t.e.ID)
 	return true
 }
 
-// dropWaiting stops the channel's lane: the running event (when cancel)
+// dropWaiting stops the channel's lane, on by's request: the running event
 // and every waiting one, whose authors are told.
-func (b *Bot) dropWaiting(channel discord.ChannelID, by string, _ bool) (running bool, prompts int) {
+func (b *Bot) dropWaiting(channel discord.ChannelID, by string) (running bool, prompts int) {
 	b.mu.Lock()
 	running, dropped := b.intake.Stop(channel.String())
 	var marks []*mark
@@ -527,7 +531,7 @@ func (b *Bot) dropWaiting(channel discord.ChannelID, by string, _ bool) (running
 		}
 	}
 	b.mu.Unlock()
-	b.log.Info().Str("channel", channel.String()).Bool("running", running).Int("dropped", len(dropped)).Msg("channel's waiting prompts dropped on request")
+	b.log.Info().Str("channel", channel.String()).Str("by", by).Bool("running", running).Int("dropped", len(dropped)).Msg("channel's waiting prompts dropped on request")
 	go func() {
 		for _, mk := range marks {
 			<-mk.placed
@@ -622,7 +626,7 @@ func (b *Bot) stop(ev *gateway.InteractionCreateEvent, user discord.UserID, all 
 					}
 				}
 			} else {
-				_, prompts = b.dropWaiting(ev.ChannelID, user.String(), true)
+				_, prompts = b.dropWaiting(ev.ChannelID, user.String())
 			}
 		case t != nil:
 			b.stopTurn(t, user.String(), false)
