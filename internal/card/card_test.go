@@ -204,7 +204,7 @@ func waitSent(t *testing.T, r *recordingSender) {
 func TestPacerSendsTheLatestFrameOncePerInterval(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	r := newSender()
-	p := NewPacer(clock, 1200*time.Millisecond, r.send)
+	p := NewPacer(clock, 1200*time.Millisecond, r.send, "")
 	p.Update("frame 0")
 	waitSent(t, r) // the first frame goes at once
 	for i := 1; i <= 50; i++ {
@@ -239,7 +239,7 @@ func TestPacerHonoursRetryAfter(t *testing.T) {
 		}
 		return 0, nil
 	}
-	p := NewPacer(clock, time.Second, r.send)
+	p := NewPacer(clock, time.Second, r.send, "")
 	p.Update("a")
 	waitSent(t, r)
 	p.Update("b")
@@ -265,7 +265,7 @@ func TestPacerHonoursRetryAfter(t *testing.T) {
 func TestPacerSendsNothingAfterClose(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	r := newSender()
-	p := NewPacer(clock, time.Second, r.send)
+	p := NewPacer(clock, time.Second, r.send, "")
 	p.Update("a")
 	waitSent(t, r)
 	p.Update("b")
@@ -282,7 +282,7 @@ func TestPacerSendsNothingAfterClose(t *testing.T) {
 func TestPacerCloseDoesNotWaitForTheInterval(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	r := newSender()
-	p := NewPacer(clock, time.Hour, r.send)
+	p := NewPacer(clock, time.Hour, r.send, "")
 	p.Update("a")
 	waitSent(t, r)
 	p.Update("b")
@@ -298,5 +298,28 @@ func TestPacerCloseDoesNotWaitForTheInterval(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close waited for the interval")
+	}
+}
+
+// A pacer for a message created with a frame does not send it again, and
+// waits an interval before the first edit.
+func TestPacerAfterTheFirstFrame(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	r := newSender()
+	p := NewPacer(clock, time.Second, r.send, "posted")
+	p.Update("posted")
+	p.Update("next")
+	if err := clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.sent:
+		t.Fatal("an edit before the interval")
+	default:
+	}
+	clock.Advance(time.Second)
+	waitSent(t, r)
+	if got := p.Close(t.Context()); got != "next" || len(r.got()) != 1 {
+		t.Fatalf("Close = %q, frames %q", got, r.got())
 	}
 }

@@ -35,12 +35,18 @@ type Pacer struct {
 	closed   bool
 }
 
-// NewPacer starts a pacer; Close stops it.
-func NewPacer(clock clockwork.Clock, interval time.Duration, send Sender) *Pacer {
+// NewPacer starts a pacer; Close stops it. shown, if not empty, is the
+// frame the message was created with just now: it is not sent again, and
+// the first edit waits an interval.
+func NewPacer(clock clockwork.Clock, interval time.Duration, send Sender, shown string) *Pacer {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pacer{clock: clock, interval: interval, send: send, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	go p.run()
+		done: make(chan struct{}), wake: make(chan struct{}, 1), lastSent: shown, accepted: shown}
+	var next time.Time
+	if shown != "" {
+		next = clock.Now().Add(interval)
+	}
+	go p.run(next)
 	return p
 }
 
@@ -88,9 +94,9 @@ func (p *Pacer) Close(ctx context.Context) (lastAccepted string) {
 	return p.accepted
 }
 
-func (p *Pacer) run() {
+// run sends frames, none before next.
+func (p *Pacer) run(next time.Time) {
 	defer close(p.done)
-	var next time.Time // no send before this
 	for {
 		p.mu.Lock()
 		closed, has, frame := p.closed, p.has, p.pending

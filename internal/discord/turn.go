@@ -171,10 +171,9 @@ func (t *turn) create() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.cardID = id
-	t.pacer = card.NewPacer(t.b.clock, t.b.opts.CardEvery, t.send)
 	// The first frame went with the card; the pacer waits an interval
 	// before the next one.
-	t.pacer.Update(text)
+	t.pacer = card.NewPacer(t.b.clock, t.b.opts.CardEvery, t.send, text)
 	return true
 }
 
