@@ -65,6 +65,9 @@ type State struct {
 	Warning string
 	// StoppedBy names who stopped the turn.
 	StoppedBy string
+	// Header, if set, replaces the first line (a receipt over what the
+	// stopped turn had shown).
+	Header string
 }
 
 // Render returns the card's content.
@@ -98,6 +101,9 @@ func Render(s State) string {
 }
 
 func header(s State) string {
+	if s.Header != "" {
+		return oneLine(s.Header, maxLine)
+	}
 	var h string
 	switch s.Phase {
 	case Running:

@@ -146,6 +146,8 @@ func FuzzRender(f *testing.F) {
 			s := State{Phase: p, Elapsed: time.Duration(elapsed), Model: model, Tools: tools, Thinking: true,
 				Text: text, Notice: notice, Warning: notice, StoppedBy: model}
 			checkCard(t, Render(s))
+			s.Header = Receipt{Phase: p, Tools: ntools, Elapsed: time.Duration(elapsed), CostUSD: 12345.678, Estimate: true}.String() + notice
+			checkCard(t, Render(s))
 			checkCard(t, Receipt{Phase: p, Tools: ntools, Elapsed: time.Duration(elapsed), CostUSD: float64(elapsed) / 1e9}.String())
 		}
 		if s := Summarize(tool, input, "/w"); strings.Contains(s, "\n") || utf8.RuneCountInString(s) > maxSummary {

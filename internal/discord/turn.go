@@ -406,20 +406,17 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {
 			r.CostUSD = -1 // killed before it could say
 		}
-		st.Phase = card.Stopped
-		// What the agent had written stays under the receipt.
-		text = r.String()
-		if rest := card.Render(card.State{Text: st.Text, Tools: st.Tools, Phase: card.Stopped}); st.Text != "" || len(st.Tools) > 0 {
-			_, body, _ := strings.Cut(rest, "\n")
-			text += "\n" + body
-		}
+		// What the agent had shown stays under the receipt.
+		text = card.Render(card.State{Header: r.String(), Text: st.Text, Tools: st.Tools, Phase: card.Stopped})
+	case out.Interrupted:
+		// A shutdown that did not wait: the prompt stays in the inbox and
+		// runs again at the next start, with a card of its own.
+		text = "⏸️ Interrupted by a gateway restart after " + card.Duration(st.Elapsed) + "; this prompt runs again when the gateway is back."
 	case out.Err != nil:
 		r.Phase = card.Failed
 		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {
 			r.CostUSD = -1
 		}
-		text = r.String()
-	case out.Refused || out.Interrupted:
 		text = r.String()
 	default:
 		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {
@@ -434,10 +431,12 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 	t.final(id, onAnswer, text)
 }
 
-// final edits the card a last time, without buttons.
+// final edits the card a last time, without buttons. It does not depend
+// on the connection's context: a card must not be left "working" by a
+// shutdown.
 func (t *turn) final(id discord.MessageID, onAnswer bool, text string) {
 	none := discord.ContainerComponents{}
-	ctx, cancel := context.WithTimeout(t.b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var err error
 	if onAnswer {

@@ -558,3 +558,33 @@ func TestTurnCardDeletedAfterTheAnswer(t *testing.T) {
 		t.Fatalf("messages left = %+v, want the answer alone", msgs)
 	}
 }
+
+// A shutdown that does not wait leaves no card saying "Working": it says
+// the prompt runs again after the restart.
+func TestTurnCardOfAnInterruptedTurn(t *testing.T) {
+	started := make(chan string, 10)
+	signals := make(chan os.Signal, 1)
+	h := startGateway(t, harnessOptions{respond: blockOn(started), signals: signals, cardDelay: 10 * time.Millisecond,
+		env: map[string]string{config.EnvTurnCard: config.TurnCardReceipt}})
+	prompt := h.mention(h.channel, "forever")
+	<-started
+	var cardMsg fakediscord.Message
+	h.fd.Wait(t, "the card", waitLong, func() bool {
+		var ok bool
+		cardMsg, ok = h.card(h.channel, prompt.ID)
+		return ok && len(cardMsg.Buttons()) == 2
+	})
+	h.cancel()
+	h.fd.Wait(t, "the drain", waitLong, func() bool { return strings.Contains(h.logs.String(), "shutting down") })
+	signals <- syscall.SIGTERM
+	t.Cleanup(func() {
+		if t.Failed() {
+			m, _ := h.fd.Message(h.channel, cardMsg.ID)
+			t.Logf("card: %q\nlogs:\n%s", m.Content, h.logs.String())
+		}
+	})
+	h.fd.Wait(t, "the card to say interrupted", waitLong, func() bool {
+		m, _ := h.fd.Message(h.channel, cardMsg.ID)
+		return strings.HasPrefix(m.Content, "⏸️ Interrupted by a gateway restart") && len(m.Buttons()) == 0
+	})
+}
