@@ -588,3 +588,28 @@ func TestTurnCardOfAnInterruptedTurn(t *testing.T) {
 		return strings.HasPrefix(m.Content, "⏸️ Interrupted by a gateway restart") && len(m.Buttons()) == 0
 	})
 }
+
+// A CLI retrying a failing model API call is on the card as it happens.
+func TestTurnCardShowsAPIRetries(t *testing.T) {
+	release := make(chan struct{})
+	h := startGateway(t, harnessOptions{
+		cardDelay: 10 * time.Millisecond, cardEvery: 20 * time.Millisecond,
+		env: map[string]string{config.EnvTurnCard: config.TurnCardReceipt},
+		respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+			emit(backends.Event{Kind: backends.EventRetry, Attempt: 2, MaxAttempts: 10,
+				Err: &backends.Error{Kind: backends.KindAuth, Status: 401}})
+			<-release
+			return backends.Result{}, &backends.Error{Kind: backends.KindAuth, Status: 401, Message: "the model API refused the credentials"}
+		},
+	})
+	prompt := h.mention(h.channel, "hello")
+	h.fd.Wait(t, "the retry on the card", waitLong, func() bool {
+		m, ok := h.card(h.channel, prompt.ID)
+		return ok && strings.Contains(m.Content, "⚠️ The model API refused the key (401); retrying 2/10")
+	})
+	close(release)
+	h.fd.Wait(t, "the failed receipt", waitLong, func() bool {
+		m, _ := h.card(h.channel, prompt.ID)
+		return strings.HasPrefix(m.Content, "❌ Failed after")
+	})
+}
