@@ -368,6 +368,8 @@ func TestProjectModelAndInstructionsReachTheCLI(t *testing.T) {
 	if strings.Contains(status, root) {
 		t.Errorf("/status names a server path:\n%s", status)
 	}
+	// Stopped once the CLI has named its session, which is kept.
+	h.fd.Wait(t, "the session bound", waitLong, func() bool { id, ok := h.sessionBinding(); return ok && id == "s-card" })
 	h.fd.React(h.channel, prompt.ID, h.user, "🛑")
 	h.fd.Wait(t, "the stopped turn", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
 
