@@ -31,6 +31,15 @@ const (
 	maxPreviewMemory = 16 << 10 // bytes of streamed text a card keeps
 )
 
+// CardChunk is the DeliveryLog chunk under which a turn's card message is
+// recorded, so that a restart can close a card a killed gateway left
+// saying "Working" (StaleCardNotice).
+const CardChunk = -1
+
+// StaleCardNotice is what a card left by a gateway that did not survive
+// its turn becomes at the next start.
+const StaleCardNotice = "⏸️ Interrupted: the gateway restarted during this turn; see below for what happens to the prompt."
+
 // turn is one running event's card: the message that shows what the agent
 // does, its Stop controls, and the receipt it becomes.
 type turn struct {
@@ -167,6 +176,9 @@ func (t *turn) create() bool {
 	if err != nil {
 		t.b.log.Warn().Err(withoutToken(err, t.in)).Uint64("event", t.e.ID).Msg("could not post the turn card; the turn goes on without it")
 		return false
+	}
+	if t.in == nil && t.b.opts.Deliveries != nil {
+		t.b.opts.Deliveries.Delivered(t.e.ID, CardChunk, id.String())
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -196,6 +196,9 @@ const (
 
 // resumePlan sorts what a previous run left unfinished.
 type resumePlan struct {
+	// cards are the turn cards the previous run left, by event: each
+	// still says "Working".
+	cards []staleCard
 	// rerun are run again from the start, in id order, ahead of new events.
 	rerun []queue.Event
 	// deliver had their reply recorded: only its delivery is left.
@@ -210,6 +213,9 @@ type resumePlan struct {
 func planResume(entries []inbox.Entry) resumePlan {
 	var p resumePlan
 	for _, en := range entries {
+		if id := en.Delivered[discord.CardChunk]; id != "" {
+			p.cards = append(p.cards, staleCard{channel: en.Event.ChannelID, message: id})
+		}
 		switch {
 		case en.State == inbox.Running && en.Reply != "":
 			p.deliver = append(p.deliver, en)
@@ -224,9 +230,14 @@ func planResume(entries []inbox.Entry) resumePlan {
 	return p
 }
 
-// notifier posts a notice answering an event (the Discord bot).
+// staleCard is a turn card a killed gateway left.
+type staleCard struct{ channel, message string }
+
+// notifier posts a notice answering an event and edits the bot's messages
+// (the Discord bot).
 type notifier interface {
 	Notify(ctx context.Context, e queue.Event, tag, text string, retry bool) error
+	EditMessage(ctx context.Context, channel, message, text string) error
 }
 
 // Nonce tags of the notices (discord.Bot.Notify).
@@ -247,6 +258,12 @@ type resumer struct {
 }
 
 func (r *resumer) run(ctx context.Context, p resumePlan) {
+	for _, c := range p.cards {
+		// Best effort: a card that cannot be edited (deleted) stays as it is.
+		if err := r.notify.EditMessage(ctx, c.channel, c.message, discord.StaleCardNotice); err != nil {
+			r.log.Debug().Err(err).Str("channel", c.channel).Msg("could not close a turn card the previous run left")
+		}
+	}
 	for _, en := range p.deliver {
 		if err := r.deliver(en.Event, en.Reply, en.Delivered); err != nil {
 			r.log.Error().Err(err).Uint64("event", en.Event.ID).Msg("could not resume the delivery of a reply")

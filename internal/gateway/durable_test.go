@@ -335,3 +335,23 @@ func TestRestartAnswersPromptInANewChannel(t *testing.T) {
 		return len(repliesTo(second.fd, fresh, missed.ID)) == 1
 	})
 }
+
+// A turn card a killed gateway left saying "Working" is closed at the next
+// start, and the turn interrupted after a tool is offered a Retry.
+func TestRestartClosesTheCardAKilledGatewayLeft(t *testing.T) {
+	l := newLeftBehind(t)
+	m, e := l.prompt("deploy it")
+	card := l.fd.Post(l.channel, l.fd.Bot, "⏳ **Working** · 12s\n⋯ `Bash` `make deploy`")
+	l.do(l.in.Started(e.ID))
+	l.do(l.in.ToolStarted(e.ID))
+	l.do(l.in.Delivered(e.ID, gwdiscord.CardChunk, card.ID.String()))
+	h := l.start(harnessOptions{})
+	h.fd.Wait(t, "the card closed", waitLong, func() bool {
+		got, _ := h.fd.Message(h.channel, card.ID)
+		return got.Content == gwdiscord.StaleCardNotice
+	})
+	h.fd.Wait(t, "the Retry offer", waitLong, func() bool {
+		rs := repliesTo(h.fd, h.channel, m.ID)
+		return len(rs) == 1 && len(rs[0].Buttons()) == 1
+	})
+}
