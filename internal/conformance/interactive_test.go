@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,13 +20,22 @@ import (
 	"github.com/agentgateway/gateway/internal/fakeapi"
 )
 
-func TestConformanceZZInteractive(t *testing.T) {
+// claude with stream-json input, one process for several turns (the warm
+// process of DESIGN decision 16), checked against the pinned CLI: each
+// turn ends with a result whose total_cost_usd is the process's running
+// total; a tool that needs permission is asked for with a can_use_tool
+// control request and runs once allowed; an interrupt control request is
+// acknowledged and ends the turn at once with an aborted result, and the
+// process then takes the next turn. The exchange, both directions, is
+// written to testdata/claude/interactive.txt when RECORD_TESTDATA is set.
+func TestConformanceClaudeInteractiveProtocol(t *testing.T) {
 	small := fakeapi.Usage{InputTokens: 1000, OutputTokens: 100}
 	api := fakeapi.StartAnthropic(t,
 		fakeapi.Turn{Text: "One.", Usage: &small},
 		fakeapi.ToolUse("Bash", map[string]any{"command": "touch approved.txt", "description": "print"}),
 		fakeapi.Text("Ran it."),
 		fakeapi.Hang(),
+		fakeapi.Text("Still here."),
 	)
 	cmd := exec.Command(cliBinary(t, "claude"), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", "--permission-prompt-tool", "stdio", "--permission-mode", "default")
@@ -77,30 +88,65 @@ func TestConformanceZZInteractive(t *testing.T) {
 	user := func(text string) map[string]any {
 		return map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": text}}
 	}
+	total := func(m map[string]any) float64 { v, _ := m["total_cost_usd"].(float64); return v }
+
 	start := time.Now()
 	send(user("First."))
 	r1 := until("result 1", isType("result"))
-	t.Logf("turn 1: %v total %v", time.Since(start), r1["total_cost_usd"])
-	start = time.Now()
+	t.Logf("turn 1: result after %v, total_cost_usd %v", time.Since(start), r1["total_cost_usd"])
+
 	send(user("Run it."))
-	req := until("can_use_tool", func(m map[string]any) bool { return m["type"] == "control_request" })
-	t.Logf("control request: %v", req)
-	inner := req["request"].(map[string]any)
+	req := until("can_use_tool", isType("control_request"))
+	inner, _ := req["request"].(map[string]any)
+	if inner["subtype"] != "can_use_tool" || inner["tool_name"] != "Bash" || req["request_id"] == "" || inner["permission_suggestions"] == nil {
+		t.Fatalf("permission request = %v", req)
+	}
+	if _, err := os.Stat(filepath.Join(cmd.Dir, "approved.txt")); err == nil {
+		t.Fatal("the command ran before it was allowed")
+	}
 	send(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": req["request_id"],
 		"response": map[string]any{"behavior": "allow", "updatedInput": inner["input"]}}})
 	r2 := until("result 2", isType("result"))
-	t.Logf("turn 2: %v total %v", time.Since(start), r2["total_cost_usd"])
+	if _, err := os.Stat(filepath.Join(cmd.Dir, "approved.txt")); err != nil {
+		t.Errorf("the allowed command did not run: %v", err)
+	}
+	// A running total for the process: 1000/100 then 2 x 100/10 tokens.
+	if c1, c2 := total(r1), total(r2); c1 <= 0 || math.Abs(c2-c1*1.2) > 1e-9 {
+		t.Errorf("totals %v then %v: want the second to include the first (per-process running total)", c1, c2)
+	}
+
 	send(user("Take your time."))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	api.WaitMain(ctx, 4)
+	if _, err := api.WaitMain(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
 	start = time.Now()
 	send(map[string]any{"type": "control_request", "request_id": "req-interrupt-1", "request": map[string]any{"subtype": "interrupt"}})
-	r3 := until("result 3", isType("result"))
-	t.Logf("interrupt: result after %v: subtype %v total %v", time.Since(start), r3["subtype"], r3["total_cost_usd"])
+	ack := until("the interrupt's acknowledgement", isType("control_response"))
+	if resp, _ := ack["response"].(map[string]any); resp["request_id"] != "req-interrupt-1" || resp["subtype"] != "success" {
+		t.Errorf("acknowledgement = %v", ack)
+	}
+	r3 := until("the interrupted turn's result", isType("result"))
+	took := time.Since(start)
+	t.Logf("interrupt: result %v after %v, total_cost_usd %v", r3["subtype"], took, r3["total_cost_usd"])
+	if r3["subtype"] != "error_during_execution" || took > 5*time.Second {
+		t.Errorf("interrupted turn ended with %v after %v", r3["subtype"], took)
+	}
+
+	// The process and its session stay: the next turn is answered.
+	send(user("Are you there?"))
+	r4 := until("result 4", isType("result"))
+	if r4["result"] != "Still here." || r4["session_id"] != r1["session_id"] {
+		t.Errorf("turn after the interrupt = %v", r4)
+	}
 	stdin.Close()
 	io.Copy(io.Discard, stdout)
 	err := cmd.Wait()
-	t.Logf("exit: %v", err)
-	os.WriteFile("/tmp/interactive.log", []byte(log.String()), 0o644)
+	t.Logf("exit after stdin closed: %v", err)
+	if os.Getenv("RECORD_TESTDATA") != "" {
+		if err := os.WriteFile(filepath.Join("..", "..", "testdata", "claude", "interactive.txt"), []byte(log.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
