@@ -88,7 +88,7 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 		}()
 	}
 	var t *turn
-	if b.cardsOn(e) {
+	if b.followsTurn(e) {
 		t = b.beginTurn(e)
 	}
 	if strings.HasPrefix(e.ReplyTo, "interaction:") {

@@ -67,15 +67,12 @@ type turn struct {
 	pacer    *card.Pacer
 	halted   bool
 	stopping bool
-	dropAll  bool
-	cost     float64
-	estimate bool
 }
 
-// cardsOn reports whether e is a turn the bot follows: a prompt from
+// followsTurn reports whether e is a turn the bot follows: a prompt from
 // Discord. It gets a card unless TurnCard is "off"; either way it can be
 // stopped and its stop confirmed.
-func (b *Bot) cardsOn(e queue.Event) bool {
+func (b *Bot) followsTurn(e queue.Event) bool {
 	return e.Source == Source && e.Kind == queue.KindMessage
 }
 
@@ -104,7 +101,7 @@ func (b *Bot) beginTurn(e queue.Event) *turn {
 	return t
 }
 
-// turn returns event id's turn, nil when it has none (any more).
+// turnOf returns event id's turn, nil when it has none (any more).
 func (b *Bot) turnOf(id uint64) *turn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -297,10 +294,6 @@ func (t *turn) observe(ev backends.Event) {
 		}
 	case backends.EventRetry:
 		t.state.Notice = retryNotice(ev)
-	case backends.EventResult:
-		if ev.Result != nil {
-			t.estimate = ev.Result.CostEstimated
-		}
 	}
 	t.mu.Unlock()
 	if first {
@@ -504,7 +497,7 @@ func (b *Bot) stopTurn(t *turn, by string, all bool) bool {
 		t.mu.Unlock()
 		return false
 	}
-	t.stopping, t.dropAll = true, all
+	t.stopping = true
 	t.state.Phase = card.Stopping
 	t.mu.Unlock()
 	t.refresh()
