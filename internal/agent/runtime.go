@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -317,6 +318,13 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 
 	key := sessionKey(e)
 	set := r.settingsFor(e)
+	if set.Project != "" {
+		if st, err := os.Stat(set.Project); err != nil || !st.IsDir() {
+			// Moved or deleted since /project: say so, not "internal error".
+			log.Warn().Msg("the channel's project directory is gone")
+			return Outcome{Err: fmt.Errorf("channel project: %w", ErrProjectGone), Reply: projectGoneReply}
+		}
+	}
 	binding, resume, epoch := r.binding(key)
 	res, err := r.run(ctx, e, p, set, key, epoch, binding, resume, log)
 	out := Outcome{Result: res, Err: err}
@@ -359,6 +367,12 @@ func (r *Runtime) settingsFor(e queue.Event) session.Settings {
 func (r *Runtime) workDir(set session.Settings) string {
 	return firstNonEmpty(set.Project, r.opts.WorkDir, r.opts.ConfigDir)
 }
+
+// ErrProjectGone is the error of a turn whose channel's project directory
+// no longer exists.
+var ErrProjectGone = errors.New("the channel's project directory no longer exists")
+
+const projectGoneReply = "⚠️ This channel's project directory no longer exists (moved or deleted), so the agent did not run. Pick another with `/project path:<name>`, or go back to the default with `/project path:reset`."
 
 // channelSection is the section /system-prompt adds to the system prompt.
 const channelSection = "Channel Instructions"

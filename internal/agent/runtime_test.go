@@ -444,3 +444,23 @@ func TestPromptFileFollowsPersonaEdits(t *testing.T) {
 	}
 	f.rt.Close()
 }
+
+// A channel whose project directory disappeared is told so, with the fix;
+// the CLI does not run.
+func TestProjectGone(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	gone := filepath.Join(t.TempDir(), "app")
+	if _, _, err := f.sessions.UpdateSettings("c1", func(s *session.Settings) { s.Project = gone }); err != nil {
+		t.Fatal(err)
+	}
+	out := f.rt.Process(context.Background(), message("c1", "hi"))
+	if !errors.Is(out.Err, ErrProjectGone) || !strings.Contains(f.out.last("c1"), "/project path:reset") {
+		t.Fatalf("outcome %v, reply %q", out.Err, f.out.last("c1"))
+	}
+	if strings.Contains(f.out.last("c1"), gone) {
+		t.Errorf("the reply names the server path: %q", f.out.last("c1"))
+	}
+	if n := len(f.fake.Requests()); n != 0 {
+		t.Errorf("%d CLI runs, want none", n)
+	}
+}
