@@ -240,6 +240,7 @@ func workChecks(cfg *config.Config, now time.Time) []check {
 	if err != nil {
 		return append(out, check{Name: "cost", Warning: true, Detail: err.Error()})
 	}
+	defer ledger.Close()
 	gw, _ := ledger.Spent(now, "")
 	detail := fmt.Sprintf("spent today: %s", card.Dollars(gw))
 	if cfg.DailyBudgetUSD > 0 || cfg.ChannelBudgetUSD > 0 {

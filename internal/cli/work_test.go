@@ -18,7 +18,7 @@ func TestWorkChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Record(cost.Entry{Time: time.Now(), Kind: "message", CostUSD: 1.5})
-	l.Close()
+	l.Close() // writes it
 	var lines []string
 	for _, c := range workChecks(cfg, time.Now()) {
 		lines = append(lines, c.Name+" ok="+map[bool]string{true: "y", false: "n"}[c.OK]+" warn="+map[bool]string{true: "y", false: "n"}[c.Warning]+" "+c.Detail)

@@ -97,15 +97,28 @@ type day struct {
 
 // Ledger records turns and answers for their cost. It is safe for
 // concurrent use.
+//
+// Totals change at once; the file is written behind, by one goroutine that
+// appends what has piled up and syncs once per batch, so a busy gateway
+// pays no fsync per turn on its way to the reply.
 type Ledger struct {
 	path string
 	loc  *time.Location
 
-	mu      sync.Mutex // guards the fields below and the file's appends
-	f       *os.File
+	mu      sync.Mutex      // guards the fields below
 	days    map[string]*day // by date, "2006-01-02" in loc
 	lifts   map[string]bool // day + "/" + channel ("" for the gateway)
 	skipped int
+	// pending are encoded lines not yet written; flushed is closed and
+	// replaced once they are.
+	pending []byte
+	flushed chan struct{}
+	onError func(error)
+	closed  bool
+
+	wake chan struct{}
+	done chan struct{}
+	f    *os.File // owned by the writer goroutine
 }
 
 // Open loads the ledger at path; lines that do not parse (a torn last line
@@ -115,19 +128,38 @@ func Open(path string, loc *time.Location) (*Ledger, error) {
 	if loc == nil {
 		loc = time.Local
 	}
-	l := &Ledger{path: path, loc: loc, days: map[string]*day{}, lifts: map[string]bool{}}
+	l := &Ledger{path: path, loc: loc, days: map[string]*day{}, lifts: map[string]bool{},
+		flushed: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if path == "" {
+		close(l.done)
 		return l, nil
 	}
-	f, err := os.Open(path)
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	go l.write()
+	return l, nil
+}
+
+// OnError sets what is told about a failed write of the file (a full
+// disk); the totals in memory stay right.
+func (l *Ledger) OnError(f func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onError = f
+}
+
+// load reads the file's totals.
+func (l *Ledger) load() error {
+	f, err := os.Open(l.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return l, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open the cost ledger: %w", err)
+		return fmt.Errorf("open the cost ledger: %w", err)
 	}
 	defer f.Close()
-	oldest := time.Now().In(loc).AddDate(0, 0, -keepDays)
+	oldest := time.Now().In(l.loc).AddDate(0, 0, -keepDays)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
@@ -151,7 +183,7 @@ func Open(path string, loc *time.Location) (*Ledger, error) {
 		// An over-long line: what was read so far stands.
 		l.skipped++
 	}
-	return l, nil
+	return nil
 }
 
 // Skipped is how many lines Open could not read.
@@ -178,14 +210,14 @@ func (l *Ledger) count(e Entry) {
 	}
 }
 
-// Record appends e to the file (0600, synced) and counts it. A write error
-// is returned; the entry is counted in memory all the same.
+// Record counts e and appends it to the file, written behind (see
+// Ledger). Only an entry that cannot be encoded is an error.
 func (l *Ledger) Record(e Entry) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.count(e)
 	l.forget(e.Time)
-	return l.appendLocked(record{Entry: &e})
+	return l.queueLocked(record{Entry: &e})
 }
 
 // forget drops the totals of days too old to be reported.
@@ -198,10 +230,50 @@ func (l *Ledger) forget(now time.Time) {
 	}
 }
 
-func (l *Ledger) appendLocked(r record) error {
-	if l.path == "" {
+// queueLocked hands a record to the writer; mu must be held.
+func (l *Ledger) queueLocked(r record) error {
+	if l.path == "" || l.closed {
 		return nil
 	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode a ledger entry: %w", err)
+	}
+	l.pending = append(append(l.pending, line...), '\n')
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// write is the writer goroutine: it appends what piled up and syncs, until
+// Close.
+func (l *Ledger) write() {
+	defer close(l.done)
+	for {
+		_, open := <-l.wake
+		l.mu.Lock()
+		batch, flushed := l.pending, l.flushed
+		l.pending, l.flushed = nil, make(chan struct{})
+		report := l.onError
+		l.mu.Unlock()
+		if len(batch) > 0 {
+			if err := l.appendBatch(batch); err != nil && report != nil {
+				report(err)
+			}
+		}
+		close(flushed)
+		if !open {
+			if l.f != nil {
+				l.f.Close()
+			}
+			return
+		}
+	}
+}
+
+func (l *Ledger) appendBatch(batch []byte) error {
 	if l.f == nil {
 		f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
@@ -209,11 +281,7 @@ func (l *Ledger) appendLocked(r record) error {
 		}
 		l.f = f
 	}
-	line, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode a ledger entry: %w", err)
-	}
-	if _, err := l.f.Write(append(line, '\n')); err != nil {
+	if _, err := l.f.Write(batch); err != nil {
 		return fmt.Errorf("write the cost ledger: %w", err)
 	}
 	if err := l.f.Sync(); err != nil {
@@ -222,16 +290,40 @@ func (l *Ledger) appendLocked(r record) error {
 	return nil
 }
 
-// Close closes the file.
+// Flush waits until everything recorded so far is on disk (or failed).
+func (l *Ledger) Flush() {
+	l.mu.Lock()
+	if l.path == "" || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	wait := l.flushed
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	l.mu.Unlock()
+	select {
+	case <-wait:
+	case <-l.done:
+	}
+}
+
+// Close writes what is pending and closes the file.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.closed {
+		l.mu.Unlock()
+		<-l.done
 		return nil
 	}
-	err := l.f.Close()
-	l.f = nil
-	return err
+	l.closed = true
+	if l.path != "" {
+		close(l.wake)
+	}
+	l.mu.Unlock()
+	<-l.done
+	return nil
 }
 
 // Spent is today's spending of the whole gateway and of the channel.
@@ -249,13 +341,15 @@ func (l *Ledger) Spent(now time.Time, channel string) (gateway, inChannel float6
 }
 
 // Lift lifts the budget of the whole gateway (channel "") or of one
-// channel for the day of now, and records it.
+// channel for the day of now, and records it before returning.
 func (l *Ledger) Lift(now time.Time, channel, by string) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	k := l.dayKey(now)
 	l.lifts[k+"/"+channel] = true
-	return l.appendLocked(record{Lift: &lift{Day: k, Channel: channel, By: by}})
+	err := l.queueLocked(record{Lift: &lift{Day: k, Channel: channel, By: by}})
+	l.mu.Unlock()
+	l.Flush()
+	return err
 }
 
 // Lifted reports whether the budget was lifted for the day of now.

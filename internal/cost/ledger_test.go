@@ -78,6 +78,7 @@ func TestReportSumsByPeriodChannelAndKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l2.Close()
 	if l2.Skipped() != 2 {
 		t.Errorf("Skipped = %d, want 2", l2.Skipped())
 	}
@@ -122,6 +123,7 @@ func TestBudgetLevelsAndLifts(t *testing.T) {
 	}
 	l.Close()
 	l, _ = Open(path, zone)
+	defer l.Close()
 	if v := l.Check(b, now, "a"); v.Level != LevelOK {
 		t.Fatalf("lifted, after reopening = %+v", v)
 	}
@@ -175,7 +177,46 @@ func FuzzOpen(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
+		defer l.Close()
 		l.Report(time.Now(), "a").Render()
 		l.Check(Budget{DailyUSD: 1, ChannelDailyUSD: 1}, time.Now(), "a").Text()
 	})
+}
+
+// The file is written behind the totals: Flush puts what was recorded on
+// disk, and a write that fails is reported while the totals stay right.
+func TestWriteBehind(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	l, err := Open(path, zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		l.Record(Entry{Time: at(25, 10), Channel: "a", Kind: "message", CostUSD: 0.01})
+	}
+	l.Flush()
+	data, _ := os.ReadFile(path)
+	if n := strings.Count(string(data), "\n"); n != 100 {
+		t.Fatalf("%d lines on disk after Flush, want 100", n)
+	}
+	l.Close()
+
+	errs := make(chan error, 10)
+	bad, _ := Open(filepath.Join(dir, "missing", FileName), zone)
+	bad.OnError(func(err error) { errs <- err })
+	bad.Record(Entry{Time: at(25, 10), Kind: "message", CostUSD: 2})
+	bad.Flush()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "cost ledger") {
+			t.Errorf("error = %v", err)
+		}
+	default:
+		t.Fatal("a failed write was not reported")
+	}
+	if gw, _ := bad.Spent(at(25, 11), ""); gw != 2 {
+		t.Errorf("total after a failed write = %v, want 2", gw)
+	}
+	bad.Close()
 }

@@ -480,6 +480,7 @@ func TestCostLedgerAndBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer ledger.Close()
 		gw, ch = ledger.Spent(time.Now(), h.channel.String())
 		return gw > 1.79 && ch > 1.79
 	})

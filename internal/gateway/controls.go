@@ -367,7 +367,7 @@ func (c *controls) Spent(e queue.Event, out agent.Outcome, took time.Duration) {
 		CostUSD: r.CostUSD, Estimate: r.CostEstimated, Duration: took, Outcome: outcome,
 	}
 	if err := c.ledger.Record(entry); err != nil {
-		c.log.Error().Err(err).Uint64("event", e.ID).Float64("cost_usd", r.CostUSD).Msg("could not write the cost ledger; the turn is counted until the gateway stops")
+		c.log.Error().Err(err).Uint64("event", e.ID).Float64("cost_usd", r.CostUSD).Msg("could not record the turn in the cost ledger")
 	}
 }
 

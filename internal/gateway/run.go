@@ -91,6 +91,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	defer ledger.Close()
+	ledger.OnError(func(err error) {
+		log.Error().Err(err).Msg("could not write the cost ledger; the totals in memory stay right until the gateway stops")
+	})
 	if n := ledger.Skipped(); n > 0 {
 		log.Warn().Int("lines", n).Str("file", cost.FileName).Msg("skipped unreadable lines of the cost ledger (a torn write after a crash?)")
 	}
