@@ -22,8 +22,8 @@ import (
 
 // claude with stream-json input, one process for several turns (the warm
 // process of DESIGN decision 16), checked against the pinned CLI: each
-// turn ends with a result whose total_cost_usd is the process's running
-// total; a tool that needs permission is asked for with a can_use_tool
+// turn ends with a result whose total_cost_usd is the session's running
+// total (a process resuming the session carries it on); a tool that needs permission is asked for with a can_use_tool
 // control request and runs once allowed; an interrupt control request is
 // acknowledged and ends the turn at once with an aborted result, and the
 // process then takes the next turn. The exchange, both directions, is
@@ -36,6 +36,7 @@ func TestConformanceClaudeInteractiveProtocol(t *testing.T) {
 		fakeapi.Text("Ran it."),
 		fakeapi.Hang(),
 		fakeapi.Text("Still here."),
+		fakeapi.Turn{Text: "Resumed.", Usage: &small},
 	)
 	cmd := exec.Command(cliBinary(t, "claude"), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", "--permission-prompt-tool", "stdio", "--permission-mode", "default")
@@ -110,9 +111,9 @@ func TestConformanceClaudeInteractiveProtocol(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cmd.Dir, "approved.txt")); err != nil {
 		t.Errorf("the allowed command did not run: %v", err)
 	}
-	// A running total for the process: 1000/100 then 2 x 100/10 tokens.
+	// A running total: 1000/100 then 2 x 100/10 tokens.
 	if c1, c2 := total(r1), total(r2); c1 <= 0 || math.Abs(c2-c1*1.2) > 1e-9 {
-		t.Errorf("totals %v then %v: want the second to include the first (per-process running total)", c1, c2)
+		t.Errorf("totals %v then %v: want the second to include the first (a running total)", c1, c2)
 	}
 
 	send(user("Take your time."))
@@ -148,5 +149,28 @@ func TestConformanceClaudeInteractiveProtocol(t *testing.T) {
 		if err := os.WriteFile(filepath.Join("..", "..", "testdata", "claude", "interactive.txt"), []byte(log.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	// A new process resuming the session: its first total carries on from
+	// the session's, as one-shot runs do: totals are per session, not per
+	// process.
+	resumed := exec.Command(cliBinary(t, "claude"), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--resume", r1["session_id"].(string))
+	resumed.Env, resumed.Dir = cmd.Env, cmd.Dir
+	resumed.Stdin = strings.NewReader(`{"type":"user","message":{"role":"user","content":"Again."}}` + "\n")
+	out, err := resumed.Output()
+	if err != nil {
+		t.Fatalf("resumed process: %v", err)
+	}
+	var r5 map[string]any
+	for _, line := range strings.Split(string(out), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["type"] == "result" {
+			r5 = m
+		}
+	}
+	t.Logf("resumed process: first total_cost_usd %v (the session had %v)", r5["total_cost_usd"], r4["total_cost_usd"])
+	if got, want := total(r5), total(r4)+total(r1); math.Abs(got-want) > 1e-9 {
+		t.Errorf("resumed process's first total = %v, want %v: the session's %v plus its own turn", got, want, total(r4))
 	}
 }
