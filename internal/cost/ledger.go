@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -118,7 +119,21 @@ type Ledger struct {
 
 	wake chan struct{}
 	done chan struct{}
-	f    *os.File // owned by the writer goroutine
+	f    *os.File // owned by the writer goroutine, with torn
+	torn bool     // the file does not end with a newline
+}
+
+// endsTorn reports whether f has content that does not end with a newline.
+func endsTorn(f *os.File) bool {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], st.Size()-1); err != nil {
+		return true
+	}
+	return last[0] != '\n'
 }
 
 // Open loads the ledger at path; lines that do not parse (a torn last line
@@ -210,9 +225,29 @@ func (l *Ledger) count(e Entry) {
 	}
 }
 
+// ErrInvalid is returned by Record for an entry that would corrupt the
+// totals: no time, or a cost or token count that is negative or not a
+// number.
+var ErrInvalid = errors.New("invalid ledger entry")
+
+func (e Entry) valid() error {
+	switch {
+	case e.Time.IsZero():
+		return fmt.Errorf("%w: no time", ErrInvalid)
+	case math.IsNaN(e.CostUSD) || math.IsInf(e.CostUSD, 0) || e.CostUSD < 0:
+		return fmt.Errorf("%w: cost %v", ErrInvalid, e.CostUSD)
+	case e.InputTokens < 0 || e.OutputTokens < 0 || e.CacheReadTokens < 0 || e.CacheCreationTokens < 0:
+		return fmt.Errorf("%w: negative token count", ErrInvalid)
+	}
+	return nil
+}
+
 // Record counts e and appends it to the file, written behind (see
 // Ledger). Only an entry that cannot be encoded is an error.
 func (l *Ledger) Record(e Entry) error {
+	if err := e.valid(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.count(e)
@@ -275,15 +310,24 @@ func (l *Ledger) write() {
 
 func (l *Ledger) appendBatch(batch []byte) error {
 	if l.f == nil {
-		f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return fmt.Errorf("open the cost ledger: %w", err)
 		}
 		l.f = f
+		// A crash may have left a torn last line: start on a line of our
+		// own, or the first new entry would be glued to it and lost.
+		l.torn = endsTorn(f)
+	}
+	if l.torn {
+		batch = append([]byte{'\n'}, batch...)
 	}
 	if _, err := l.f.Write(batch); err != nil {
+		// Part of the batch may be on disk: the next write starts afresh.
+		l.torn = true
 		return fmt.Errorf("write the cost ledger: %w", err)
 	}
+	l.torn = false
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("write the cost ledger: %w", err)
 	}

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -219,4 +220,44 @@ func TestWriteBehind(t *testing.T) {
 		t.Errorf("total after a failed write = %v, want 2", gw)
 	}
 	bad.Close()
+}
+
+// An entry appended after a crash left a torn last line is not glued to
+// it: it reads back after reopening.
+func TestAppendAfterATornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte(`{"time":"2026-11-25T08:00:00+02:00","kind":"message","cost_usd":1}`+"\n"+`{"time":"2026-11-25T09:00:00+02:00","kind":"mes`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := Open(path, zone)
+	if err := l.Record(Entry{Time: at(25, 10), Kind: "message", CostUSD: 2}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, _ = Open(path, zone)
+	defer l.Close()
+	if gw, _ := l.Spent(at(25, 12), ""); gw != 3 {
+		t.Fatalf("spent after reopening = %v, want 3 (the torn line skipped, the new entry kept)", gw)
+	}
+	if l.Skipped() != 1 {
+		t.Errorf("Skipped = %d, want 1", l.Skipped())
+	}
+}
+
+func TestRecordRefusesInvalidEntries(t *testing.T) {
+	l, _ := Open("", zone)
+	for _, e := range []Entry{
+		{Kind: "message", CostUSD: 1},
+		{Time: at(25, 1), CostUSD: math.NaN()},
+		{Time: at(25, 1), CostUSD: math.Inf(1)},
+		{Time: at(25, 1), CostUSD: -1},
+		{Time: at(25, 1), InputTokens: -5},
+	} {
+		if err := l.Record(e); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Record(%+v) = %v, want ErrInvalid", e, err)
+		}
+	}
+	if gw, _ := l.Spent(at(25, 2), ""); gw != 0 {
+		t.Errorf("invalid entries were counted: %v", gw)
+	}
 }
