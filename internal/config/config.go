@@ -119,6 +119,28 @@ type Config struct {
 	LogLevel string
 	// LogFormat is console or json.
 	LogFormat string
+	// KeepAlive is how long an idle claude process is kept warm for its
+	// channel's next prompt (AGENT_KEEP_ALIVE); 0 spawns one per turn.
+	KeepAlive time.Duration
+	// MaxWarm caps the warm processes (MAX_WARM_PROCESSES); 0 means
+	// MaxConcurrent (see WarmCap). The least recently used idle one goes
+	// first.
+	MaxWarm int
+	// WarmMemoryMB caps the resident memory of all warm process groups
+	// together, measured from /proc (MAX_WARM_MEMORY_MB); 0 means no cap.
+	WarmMemoryMB int
+	// HangTimeout is how long a busy warm process may print nothing
+	// before it is killed and the turn retried once (AGENT_HANG_TIMEOUT).
+	HangTimeout time.Duration
+	// Steer is what a prompt to a busy channel does: queue or steer
+	// (STEER).
+	Steer string
+	// ApprovalTimeout is how long a tool approval waits for an answer
+	// before it is denied (APPROVAL_TIMEOUT).
+	ApprovalTimeout time.Duration
+	// ScheduledToolsPolicy answers the approvals of scheduled events:
+	// deny or allow (SCHEDULED_TOOLS_POLICY).
+	ScheduledToolsPolicy string
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.
@@ -134,6 +156,14 @@ type Config struct {
 	lookup func(name string) (string, bool)
 	// secretFiles maps a secret read from a file to that file (NAME_FILE).
 	secretFiles map[string]string
+}
+
+// WarmCap is how many claude processes may be kept warm at once.
+func (c *Config) WarmCap() int {
+	if c.MaxWarm > 0 {
+		return c.MaxWarm
+	}
+	return c.MaxConcurrent
 }
 
 // AgentWorkDir is where the agent CLI runs in a channel without a project.

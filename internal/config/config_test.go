@@ -62,23 +62,28 @@ func abs(t testing.TB, p string) string {
 // defaultConfig is what Load returns when nothing is set.
 func defaultConfig(t testing.TB) *Config {
 	return &Config{
-		AllowedTools:     []string{"Read", "Glob", "Grep", "WebSearch", "WebFetch"},
-		PermissionMode:   "bypassPermissions",
-		QueryTimeout:     120 * time.Second,
-		ConfigDir:        abs(t, "config"),
-		MaxConcurrent:    5,
-		MaxQueueDepth:    100,
-		MaxChannelQueue:  10,
-		MaxReplyMessages: 10,
-		InboxRetention:   168 * time.Hour,
-		InboxMaxEvents:   10000,
-		CatchUpMaxAge:    6 * time.Hour,
-		TurnCard:         TurnCardReceipt,
-		Backend:          "claude",
-		MaxTurns:         25,
-		LogLevel:         "info",
-		LogFormat:        "console",
-		ProviderEnv:      map[string]string{},
+		AllowedTools:         []string{"Read", "Glob", "Grep", "WebSearch", "WebFetch"},
+		PermissionMode:       "bypassPermissions",
+		QueryTimeout:         120 * time.Second,
+		ConfigDir:            abs(t, "config"),
+		MaxConcurrent:        5,
+		MaxQueueDepth:        100,
+		MaxChannelQueue:      10,
+		MaxReplyMessages:     10,
+		InboxRetention:       168 * time.Hour,
+		InboxMaxEvents:       10000,
+		CatchUpMaxAge:        6 * time.Hour,
+		TurnCard:             TurnCardReceipt,
+		Backend:              "claude",
+		MaxTurns:             25,
+		LogLevel:             "info",
+		LogFormat:            "console",
+		KeepAlive:            10 * time.Minute,
+		HangTimeout:          5 * time.Minute,
+		Steer:                SteerQueue,
+		ApprovalTimeout:      10 * time.Minute,
+		ScheduledToolsPolicy: ScheduledToolsDeny,
+		ProviderEnv:          map[string]string{},
 	}
 }
 
@@ -699,6 +704,13 @@ func TestRedacted(t *testing.T) {
 		"WEBHOOK_ADDR=",
 		"LOG_LEVEL=info",
 		"LOG_FORMAT=console",
+		"AGENT_KEEP_ALIVE=10m0s",
+		"MAX_WARM_PROCESSES=5",
+		"MAX_WARM_MEMORY_MB=0",
+		"AGENT_HANG_TIMEOUT=5m0s",
+		"STEER=queue",
+		"APPROVAL_TIMEOUT=10m0s",
+		"SCHEDULED_TOOLS_POLICY=deny",
 		"ANTHROPIC_AUTH_TOKEN=<redacted>",
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:4",
 		"IS_SANDBOX=1",
@@ -953,6 +965,34 @@ var generators = []generator{
 	{EnvProjectsRoot, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := "/" + randString(r, "abcdef", 1, 12)
 		return v, func(_ testing.TB, c *Config) { c.ProjectsRoot = v }
+	}},
+	{EnvKeepAlive, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := time.Duration(r.IntN(120)) * time.Minute
+		return v.String(), func(_ testing.TB, c *Config) { c.KeepAlive = v }
+	}},
+	{EnvMaxWarm, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := 1 + r.IntN(50)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.MaxWarm = n }
+	}},
+	{EnvWarmMemoryMB, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := r.IntN(100000)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.WarmMemoryMB = n }
+	}},
+	{EnvHangTimeout, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := time.Duration(1+r.IntN(600)) * time.Second
+		return v.String(), func(_ testing.TB, c *Config) { c.HangTimeout = v }
+	}},
+	{EnvSteer, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := randPick(r, steerModes)
+		return randCase(r, v), func(_ testing.TB, c *Config) { c.Steer = v }
+	}},
+	{EnvApprovalTimeout, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := time.Duration(1+r.IntN(3600)) * time.Second
+		return v.String(), func(_ testing.TB, c *Config) { c.ApprovalTimeout = v }
+	}},
+	{EnvScheduledTools, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := randPick(r, toolPolicies)
+		return randCase(r, v), func(_ testing.TB, c *Config) { c.ScheduledToolsPolicy = v }
 	}},
 	{EnvTurnCard, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := randPick(r, turnCards)

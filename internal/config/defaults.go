@@ -43,6 +43,14 @@ var defaults = map[string]string{
 	EnvWebhookAddr:       "",
 	EnvLogLevel:          "info",
 	EnvLogFormat:         "console",
+	EnvKeepAlive:         "10m",
+	// Empty: as many as MAX_CONCURRENT_QUERIES.
+	EnvMaxWarm:         "",
+	EnvWarmMemoryMB:    "0",
+	EnvHangTimeout:     "5m",
+	EnvSteer:           SteerQueue,
+	EnvApprovalTimeout: "10m",
+	EnvScheduledTools:  ScheduledToolsDeny,
 }
 
 // Accepted values of the settings that take one of a few words. The first
@@ -52,6 +60,25 @@ var (
 	logLevels       = []string{"trace", "debug", "info", "warn", "error"}
 	logFormats      = []string{"console", "json"}
 	turnCards       = []string{TurnCardReceipt, TurnCardDelete, TurnCardOff}
+	steerModes      = []string{SteerQueue, SteerInject}
+	toolPolicies    = []string{ScheduledToolsDeny, ScheduledToolsAllow}
+)
+
+// What a prompt sent to a channel whose turn is running does (STEER).
+const (
+	// SteerQueue waits for the running turn; its waiting mark offers a
+	// "Send now" button that interrupts the turn and runs it next.
+	SteerQueue = "queue"
+	// SteerInject writes it into the running turn of a warm claude
+	// process, which reads it at its next step.
+	SteerInject = "steer"
+)
+
+// What a scheduled event's tool that needs approval gets
+// (SCHEDULED_TOOLS_POLICY): nobody is there to ask.
+const (
+	ScheduledToolsDeny  = "deny"
+	ScheduledToolsAllow = "allow"
 )
 
 // What becomes of the turn card when a turn ends (TURN_CARD).

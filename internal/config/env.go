@@ -36,6 +36,13 @@ const (
 	EnvWebhookAddr       = "WEBHOOK_ADDR"
 	EnvLogLevel          = "LOG_LEVEL"
 	EnvLogFormat         = "LOG_FORMAT"
+	EnvKeepAlive         = "AGENT_KEEP_ALIVE"
+	EnvMaxWarm           = "MAX_WARM_PROCESSES"
+	EnvWarmMemoryMB      = "MAX_WARM_MEMORY_MB"
+	EnvHangTimeout       = "AGENT_HANG_TIMEOUT"
+	EnvSteer             = "STEER"
+	EnvApprovalTimeout   = "APPROVAL_TIMEOUT"
+	EnvScheduledTools    = "SCHEDULED_TOOLS_POLICY"
 )
 
 // Names of the model providers' credential variables. The gateway does not
@@ -88,6 +95,13 @@ var keys = []string{
 	EnvWebhookAddr,
 	EnvLogLevel,
 	EnvLogFormat,
+	EnvKeepAlive,
+	EnvMaxWarm,
+	EnvWarmMemoryMB,
+	EnvHangTimeout,
+	EnvSteer,
+	EnvApprovalTimeout,
+	EnvScheduledTools,
 }
 
 // providerPrefixes select the variables (from the environment and .env)

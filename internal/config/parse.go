@@ -44,40 +44,49 @@ func field[T any](p *parser, name string, parse func(name, s string) (T, error))
 
 func (p *parser) parse() *Config {
 	c := &Config{
-		DiscordToken:      field(p, EnvDiscordToken, parseString),
-		AnthropicAPIKey:   field(p, EnvAnthropicAPIKey, parseString),
-		AllowedTools:      field(p, EnvAllowedTools, parseTools),
-		PermissionMode:    field(p, EnvPermissionMode, parseChoice(permissionModes)),
-		QueryTimeout:      field(p, EnvQueryTimeoutMS, parseMillis),
-		ConfigDir:         field(p, EnvConfigDir, parseDir),
-		MaxConcurrent:     field(p, EnvMaxConcurrent, parseCount),
-		MaxQueueDepth:     field(p, EnvMaxQueueDepth, parseCount),
-		MaxChannelQueue:   field(p, EnvMaxChannelQueue, parseCount),
-		MaxReplyMessages:  field(p, EnvMaxReplyMessages, parseCount),
-		OutputChannelID:   field(p, EnvOutputChannelID, parseID),
-		Backend:           field(p, EnvBackend, parseChoice(backendNames)),
-		Model:             field(p, EnvModel, parseString),
-		MaxTurns:          field(p, EnvMaxTurns, parseCount),
-		UseCLILogin:       field(p, EnvUseCLILogin, parseBool),
-		AgentBinary:       field(p, EnvAgentBinary, parseString),
-		AgentUser:         field(p, EnvAgentUser, parseAgentUser),
-		AllowedUserIDs:    field(p, EnvAllowedUserIDs, parseIDs),
-		AllowedChannelIDs: field(p, EnvAllowedChannelIDs, parseIDs),
-		AllowedGuildIDs:   field(p, EnvAllowedGuildIDs, parseIDs),
-		ApproverIDs:       field(p, EnvApproverIDs, parseIDs),
-		InboxRetention:    field(p, EnvInboxRetention, parseDuration),
-		InboxMaxEvents:    field(p, EnvInboxMaxEvents, parseCount),
-		CatchUpMaxAge:     field(p, EnvCatchUpMaxAge, parseDuration),
-		WorkDir:           field(p, EnvWorkDir, parseOptionalDir),
-		ProjectsRoot:      field(p, EnvProjectsRoot, parseOptionalDir),
-		TurnCard:          field(p, EnvTurnCard, parseChoice(turnCards)),
-		DailyBudgetUSD:    field(p, EnvDailyBudget, parseDollars),
-		ChannelBudgetUSD:  field(p, EnvChannelBudget, parseDollars),
-		DiscordAPIBaseURL: field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
-		DiscordGatewayURL: field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
-		WebhookAddr:       field(p, EnvWebhookAddr, parseAddr),
-		LogLevel:          field(p, EnvLogLevel, parseChoice(logLevels)),
-		LogFormat:         field(p, EnvLogFormat, parseChoice(logFormats)),
+		DiscordToken:         field(p, EnvDiscordToken, parseString),
+		AnthropicAPIKey:      field(p, EnvAnthropicAPIKey, parseString),
+		AllowedTools:         field(p, EnvAllowedTools, parseTools),
+		PermissionMode:       field(p, EnvPermissionMode, parseChoice(permissionModes)),
+		QueryTimeout:         field(p, EnvQueryTimeoutMS, parseMillis),
+		ConfigDir:            field(p, EnvConfigDir, parseDir),
+		MaxConcurrent:        field(p, EnvMaxConcurrent, parseCount),
+		MaxQueueDepth:        field(p, EnvMaxQueueDepth, parseCount),
+		MaxChannelQueue:      field(p, EnvMaxChannelQueue, parseCount),
+		MaxReplyMessages:     field(p, EnvMaxReplyMessages, parseCount),
+		OutputChannelID:      field(p, EnvOutputChannelID, parseID),
+		Backend:              field(p, EnvBackend, parseChoice(backendNames)),
+		Model:                field(p, EnvModel, parseString),
+		MaxTurns:             field(p, EnvMaxTurns, parseCount),
+		UseCLILogin:          field(p, EnvUseCLILogin, parseBool),
+		AgentBinary:          field(p, EnvAgentBinary, parseString),
+		AgentUser:            field(p, EnvAgentUser, parseAgentUser),
+		AllowedUserIDs:       field(p, EnvAllowedUserIDs, parseIDs),
+		AllowedChannelIDs:    field(p, EnvAllowedChannelIDs, parseIDs),
+		AllowedGuildIDs:      field(p, EnvAllowedGuildIDs, parseIDs),
+		ApproverIDs:          field(p, EnvApproverIDs, parseIDs),
+		InboxRetention:       field(p, EnvInboxRetention, parseDuration),
+		InboxMaxEvents:       field(p, EnvInboxMaxEvents, parseCount),
+		CatchUpMaxAge:        field(p, EnvCatchUpMaxAge, parseDuration),
+		WorkDir:              field(p, EnvWorkDir, parseOptionalDir),
+		ProjectsRoot:         field(p, EnvProjectsRoot, parseOptionalDir),
+		TurnCard:             field(p, EnvTurnCard, parseChoice(turnCards)),
+		DailyBudgetUSD:       field(p, EnvDailyBudget, parseDollars),
+		ChannelBudgetUSD:     field(p, EnvChannelBudget, parseDollars),
+		DiscordAPIBaseURL:    field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
+		DiscordGatewayURL:    field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
+		WebhookAddr:          field(p, EnvWebhookAddr, parseAddr),
+		LogLevel:             field(p, EnvLogLevel, parseChoice(logLevels)),
+		LogFormat:            field(p, EnvLogFormat, parseChoice(logFormats)),
+		KeepAlive:            field(p, EnvKeepAlive, parseOptionalDuration),
+		WarmMemoryMB:         field(p, EnvWarmMemoryMB, parseCountOrZero),
+		HangTimeout:          field(p, EnvHangTimeout, parseDuration),
+		Steer:                field(p, EnvSteer, parseChoice(steerModes)),
+		ApprovalTimeout:      field(p, EnvApprovalTimeout, parseDuration),
+		ScheduledToolsPolicy: field(p, EnvScheduledTools, parseChoice(toolPolicies)),
+	}
+	if p.get(EnvMaxWarm) != "" {
+		c.MaxWarm = field(p, EnvMaxWarm, parseCount)
 	}
 	c.ProviderEnv = make(map[string]string)
 	for _, k := range p.v.AllKeys() {
@@ -171,6 +180,30 @@ func parseDuration(name, s string) (time.Duration, error) {
 		return 0, varErrorf(name, "%s must be longer than zero, got %s", name, quote(s))
 	}
 	return d, nil
+}
+
+// parseOptionalDuration parses a Go duration of zero or more; "0" (no
+// unit) is zero.
+func parseOptionalDuration(name, s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, varErrorf(name, "%s: %s is not a duration (write it like 10m, 1h, or 0 for none)", name, quote(s))
+	case d < 0:
+		return 0, varErrorf(name, "%s must not be negative, got %s", name, quote(s))
+	}
+	return d, nil
+}
+
+// parseCountOrZero parses a whole number of zero or more.
+func parseCountOrZero(name, s string) (int, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	return parseCount(name, s)
 }
 
 // parseChoice accepts one of choices, in any case, and returns its

@@ -54,6 +54,13 @@ func (c Config) settings() []setting {
 		{EnvWebhookAddr, c.WebhookAddr},
 		{EnvLogLevel, c.LogLevel},
 		{EnvLogFormat, c.LogFormat},
+		{EnvKeepAlive, c.KeepAlive.String()},
+		{EnvMaxWarm, strconv.Itoa(c.WarmCap())},
+		{EnvWarmMemoryMB, strconv.Itoa(c.WarmMemoryMB)},
+		{EnvHangTimeout, c.HangTimeout.String()},
+		{EnvSteer, c.Steer},
+		{EnvApprovalTimeout, c.ApprovalTimeout.String()},
+		{EnvScheduledTools, c.ScheduledToolsPolicy},
 	}
 	var names []string
 	for name := range c.ProviderEnv {
