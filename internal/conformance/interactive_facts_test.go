@@ -315,7 +315,10 @@ func dumpMessages(r fakeapi.Request) string {
 		fmt.Fprintf(&b, "    [%d] %s:", i, m.Role)
 		for _, blk := range m.Blocks {
 			txt := blk.Text
-			if len(txt) > 160 {
+			if strings.Contains(txt, "while you were working") {
+				txt = fmt.Sprintf("%q", txt)
+			}
+			if len(txt) > 160 && !strings.Contains(txt, "while you were working") {
 				txt = txt[:160] + "…"
 			}
 			switch blk.Type {
@@ -433,6 +436,244 @@ func TestConformanceClaudeInteractiveFacts(t *testing.T) {
 			}
 			rest, err := p.closeAndWait()
 			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("1d_steer_then_interrupt", func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.StartAnthropic(t, fakeapi.Hang(), fakeapi.Text("Second answer."), fakeapi.Text("Third answer."))
+			p := startCC(t, api, "", "--replay-user-messages")
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			waitMain(t, api, 1)
+			p.user("Second.")
+			seen := p.quiet(1500 * time.Millisecond)
+			t.Logf("during the hang:\n%s", summarize(seen))
+			p.send(map[string]any{"type": "control_request", "request_id": "int-1", "request": map[string]any{"subtype": "interrupt"}})
+			_, s1 := p.until("result 1", isType("result"))
+			t.Logf("to result 1:\n%s", summarize(s1))
+			more := p.quiet(3 * time.Second)
+			t.Logf("after:\n%s", summarize(more))
+			for _, r := range api.MainRequests() {
+				t.Logf("request %d:\n%s", r.Seq, dumpMessages(r))
+			}
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("2_interrupt_while_approval_pending", func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.StartAnthropic(t, fakeapi.ToolUse("Bash", map[string]any{"command": "touch two.txt", "description": "touch"}),
+				fakeapi.Text("Next turn."), fakeapi.Text("Third answer."))
+			p := startCC(t, api, "", ccApprovals...)
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			req, _ := p.until("can_use_tool", isControl("can_use_tool"))
+			p.send(map[string]any{"type": "control_request", "request_id": "int-2", "request": map[string]any{"subtype": "interrupt"}})
+			_, s1 := p.until("result 1", isType("result"))
+			t.Logf("to result 1:\n%s", summarize(s1))
+			more := p.quiet(1500 * time.Millisecond)
+			t.Logf("after:\n%s", summarize(more))
+			p.send(allow(req.m, nil))
+			more = p.quiet(1500 * time.Millisecond)
+			t.Logf("after the late answer:\n%s", summarize(more))
+			if _, err := os.Stat(filepath.Join(p.dir, "two.txt")); err == nil {
+				t.Logf("two.txt exists")
+			}
+			p.user("Again.")
+			_, s2 := p.until("result 2", isType("result"))
+			t.Logf("to result 2:\n%s", summarize(s2))
+			for _, r := range api.MainRequests() {
+				t.Logf("request %d:\n%s", r.Seq, dumpMessages(r))
+			}
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("3_deny", func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.StartAnthropic(t,
+				fakeapi.ToolUse("Bash", map[string]any{"command": "touch three.txt", "description": "touch"}), fakeapi.Text("Understood."),
+				fakeapi.ToolUse("Bash", map[string]any{"command": "touch four.txt", "description": "touch"}), fakeapi.Text("Not asked for."),
+				fakeapi.Text("Third answer."))
+			p := startCC(t, api, "", ccApprovals...)
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			req, _ := p.until("can_use_tool", isControl("can_use_tool"))
+			p.send(deny(req.m, "The user is away.", false))
+			_, s1 := p.until("result 1", isType("result"))
+			t.Logf("to result 1:\n%s", summarize(s1))
+			p.user("Second.")
+			req, _ = p.until("can_use_tool 2", isControl("can_use_tool"))
+			at := p.send(deny(req.m, "The user is away.", true))
+			l, s2 := p.until("result 2", isType("result"))
+			t.Logf("to result 2 (%v):\n%s", l.at.Sub(at), summarize(s2))
+			p.user("Third.")
+			_, s3 := p.until("result 3", isType("result"))
+			t.Logf("to result 3:\n%s", summarize(s3))
+			for _, r := range api.MainRequests() {
+				t.Logf("request %d:\n%s", r.Seq, dumpMessages(r))
+			}
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("4_allow_for_session", func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.StartAnthropic(t,
+				fakeapi.ToolUse("Bash", map[string]any{"command": "touch five.txt", "description": "touch"}), fakeapi.Text("One."),
+				fakeapi.ToolUse("Bash", map[string]any{"command": "touch five.txt", "description": "touch"}), fakeapi.Text("Two."),
+				fakeapi.ToolUse("Bash", map[string]any{"command": "touch six.txt", "description": "touch"}), fakeapi.Text("Three."),
+				fakeapi.ToolUse("Bash", map[string]any{"command": "touch six.txt", "description": "touch"}), fakeapi.Text("Four."))
+			p := startCC(t, api, "", ccApprovals...)
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			req, _ := p.until("can_use_tool", isControl("can_use_tool"))
+			inner := req.m["request"].(map[string]any)
+			var perms []any
+			for _, s := range inner["permission_suggestions"].([]any) {
+				s := s.(map[string]any)
+				if s["type"] == "addRules" {
+					c := map[string]any{}
+					for k, v := range s {
+						c[k] = v
+					}
+					c["destination"] = "session"
+					perms = append(perms, c)
+				}
+			}
+			p.send(allow(req.m, map[string]any{"updatedPermissions": perms}))
+			_, s1 := p.until("result 1", isType("result"))
+			t.Logf("to result 1:\n%s", summarize(s1))
+			p.user("Second.")
+			_, s2 := p.until("result 2 or a request", func(m map[string]any) bool { return m["type"] == "result" || m["type"] == "control_request" })
+			t.Logf("to result 2:\n%s", summarize(s2))
+			p.user("Third.")
+			req, _ = p.until("can_use_tool 3", isControl("can_use_tool"))
+			p.send(allow(req.m, nil))
+			_, s3 := p.until("result 3", isType("result"))
+			t.Logf("to result 3:\n%s", summarize(s3))
+			p.user("Fourth.")
+			l, s4 := p.until("result 4 or a request", func(m map[string]any) bool { return m["type"] == "result" || m["type"] == "control_request" })
+			t.Logf("to result 4:\n%s", summarize(s4))
+			if l.m["type"] == "control_request" {
+				p.send(allow(l.m, nil))
+				p.until("result 4", isType("result"))
+			}
+			entries, _ := os.ReadDir(filepath.Join(p.dir, ".claude"))
+			t.Logf("workdir .claude: %v", entries)
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("5_set_model_and_permission_mode", func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.StartAnthropic(t)
+			p := startCC(t, api, "", ccApprovals...)
+			api.Add(fakeapi.Text("One."), fakeapi.Text("Two."),
+				fakeapi.ToolUse("Write", map[string]any{"file_path": filepath.Join(p.dir, "seven.md"), "content": "seven\n"}), fakeapi.Text("Three."))
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			p.until("result 1", isType("result"))
+			p.send(map[string]any{"type": "control_request", "request_id": "m1", "request": map[string]any{"subtype": "set_model", "model": "claude-other-model"}})
+			l, _ := p.until("set_model response", isType("control_response"))
+			t.Logf("set_model response: %s; requests so far %d", l.text, len(api.Requests()))
+			p.user("Second.")
+			_, s2 := p.until("result 2", isType("result"))
+			t.Logf("to result 2:\n%s", summarize(s2))
+			p.send(map[string]any{"type": "control_request", "request_id": "pm1", "request": map[string]any{"subtype": "set_permission_mode", "mode": "acceptEdits"}})
+			l, _ = p.until("set_permission_mode response", isType("control_response"))
+			t.Logf("set_permission_mode response: %s", l.text)
+			p.user("Third.")
+			l, s3 := p.until("result 3 or a request", func(m map[string]any) bool { return m["type"] == "result" || m["type"] == "control_request" })
+			t.Logf("to result 3:\n%s", summarize(s3))
+			for _, x := range s3 {
+				if x.m["subtype"] == "init" {
+					t.Logf("init 3 model=%v permissionMode=%v", x.m["model"], x.m["permissionMode"])
+				}
+			}
+			for _, x := range s2 {
+				if x.m["subtype"] == "init" {
+					t.Logf("init 2 model=%v permissionMode=%v", x.m["model"], x.m["permissionMode"])
+				}
+			}
+			if _, err := os.Stat(filepath.Join(p.dir, "seven.md")); err == nil {
+				t.Logf("seven.md exists")
+			}
+			for _, r := range api.Requests() {
+				t.Logf("request %d: %s %s %s model %s", r.Seq, r.Kind, r.Method, r.Path, r.Model())
+				if r.Kind == fakeapi.Helper {
+					t.Logf("helper body: %s", r.Body)
+				}
+			}
+			api.SetIsMain(func(r fakeapi.Request) bool { return fakeapi.IsMain(r) || r.MaxTokens() == 1 })
+			api.Add(fakeapi.Error(404, "model: claude-bad-model"), fakeapi.Text("Four."))
+			p.send(map[string]any{"type": "control_request", "request_id": "m2", "request": map[string]any{"subtype": "set_model", "model": "claude-bad-model"}})
+			l, _ = p.until("set_model response 2", isType("control_response"))
+			t.Logf("set_model bad response: %s; requests so far %d", l.text, len(api.Requests()))
+			p.user("Fourth.")
+			_, s4 := p.until("result 4", isType("result"))
+			t.Logf("to result 4:\n%s", summarize(s4))
+			for _, r := range api.Requests()[5:] {
+				t.Logf("request %d: %s %s %s model %s turn %d", r.Seq, r.Kind, r.Method, r.Path, r.Model(), r.Turn)
+			}
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("6_append_system_prompt_file", func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			file := filepath.Join(home, "system-prompt.md")
+			os.WriteFile(file, []byte("# Identity\nYou are Tova. PERSONA-V1\n"), 0o644)
+			api := fakeapi.StartAnthropic(t, fakeapi.Text("One."), fakeapi.Text("Two."), fakeapi.Text("Three."))
+			p := startCC(t, api, home, "--append-system-prompt-file", file)
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			p.until("result 1", isType("result"))
+			os.Remove(file)
+			p.user("Second.")
+			_, s2 := p.until("result 2", isType("result"))
+			t.Logf("to result 2:\n%s", summarize(s2))
+			os.WriteFile(file, []byte("# Identity\nYou are Tova. PERSONA-V2\n"), 0o644)
+			p.user("Third.")
+			p.until("result 3", isType("result"))
+			for _, r := range api.MainRequests() {
+				t.Logf("request %d: V1 %v V2 %v", r.Seq, strings.Contains(r.System(), "PERSONA-V1"), strings.Contains(r.System(), "PERSONA-V2"))
+			}
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("7_max_turns", func(t *testing.T) {
+			t.Parallel()
+			api := fakeapi.StartAnthropic(t)
+			p := startCC(t, api, "", "--max-turns", "2")
+			notes := filepath.Join(p.dir, "notes.md")
+			api.Add(fakeapi.ToolUse("Read", map[string]any{"file_path": notes}), fakeapi.Text("One."),
+				fakeapi.ToolUse("Read", map[string]any{"file_path": notes}), fakeapi.Text("Two."),
+				fakeapi.Text("Three."))
+			defer func() { facts.add(t.Name(), p.record()) }()
+			os.WriteFile(filepath.Join(p.dir, "notes.md"), []byte("notes\n"), 0o644)
+			p.user("First.")
+			_, s1 := p.until("result 1", isType("result"))
+			t.Logf("to result 1:\n%s", summarize(s1))
+			p.user("Second.")
+			_, s2 := p.until("result 2", isType("result"))
+			t.Logf("to result 2:\n%s", summarize(s2))
+			p.user("Third.")
+			_, s3 := p.until("result 3", isType("result"))
+			t.Logf("to result 3:\n%s", summarize(s3))
+			rest, err := p.closeAndWait()
+			t.Logf("rest after close (%v):\n%s", err, summarize(rest))
+		})
+		t.Run("9_stdin_closed_mid_turn", func(t *testing.T) {
+			t.Parallel()
+			gate := make(chan struct{})
+			api := fakeapi.StartAnthropic(t, fakeapi.Turn{Text: "Finished.", Gate: gate})
+			p := startCC(t, api, "")
+			defer func() { facts.add(t.Name(), p.record()) }()
+			p.user("First.")
+			waitMain(t, api, 1)
+			p.stdin.Close()
+			p.note("(stdin closed)")
+			seen := p.quiet(1500 * time.Millisecond)
+			t.Logf("after close, before the answer (exited %v):\n%s", p.isClosed(), summarize(seen))
+			close(gate)
+			rest, err := p.closeAndWait()
+			t.Logf("rest (%v):\n%s", err, summarize(rest))
 		})
 	})
 	facts.write(t)

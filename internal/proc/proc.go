@@ -65,6 +65,11 @@ type Spec struct {
 	// then closed. Nil means /dev/null. The reader must not be used by the
 	// caller until Wait returns.
 	Stdin io.Reader
+	// StdinPipe, instead of Stdin, keeps standard input open for the
+	// caller to write to through Process.Stdin, for a CLI that takes
+	// several messages over its lifetime. Writes fail once the process has
+	// exited and the grace period has passed.
+	StdinPipe bool
 	// Grace is the time between SIGTERM and SIGKILL on cancellation, and how
 	// long pipes may stay open after the process exited. Zero means
 	// DefaultGrace.
@@ -124,8 +129,10 @@ type Process struct {
 	grace  time.Duration
 	stdout *pipeReader
 	stderr *pipeReader
-	stdinW *os.File // nil without Spec.Stdin
-	tail   *tail
+	stdinW *os.File // nil without Spec.Stdin or Spec.StdinPipe
+	// copiesStdin is set when stdinW is fed from Spec.Stdin.
+	copiesStdin bool
+	tail        *tail
 
 	stderrDone chan struct{} // closed when stderr is fully read
 	stdinDone  chan struct{} // closed when the stdin copy has ended
@@ -206,7 +213,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	}
 	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
 	var inW *os.File
-	if s.Stdin != nil {
+	if s.Stdin != nil || s.StdinPipe {
 		var inR *os.File
 		inR, inW, err = os.Pipe()
 		if err != nil {
@@ -221,18 +228,19 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	cmd.Stderr = errW
 
 	p := &Process{
-		cmd:        cmd,
-		mark:       mark,
-		ctx:        ctx,
-		grace:      grace,
-		stdout:     &pipeReader{f: outR},
-		stderr:     &pipeReader{f: errR},
-		stdinW:     inW,
-		tail:       &tail{max: tailBytes},
-		stderrDone: make(chan struct{}),
-		stdinDone:  make(chan struct{}),
-		done:       make(chan struct{}),
-		leaderGone: make(chan struct{}),
+		cmd:         cmd,
+		mark:        mark,
+		ctx:         ctx,
+		grace:       grace,
+		stdout:      &pipeReader{f: outR},
+		stderr:      &pipeReader{f: errR},
+		stdinW:      inW,
+		copiesStdin: s.Stdin != nil,
+		tail:        &tail{max: tailBytes},
+		stderrDone:  make(chan struct{}),
+		stdinDone:   make(chan struct{}),
+		done:        make(chan struct{}),
+		leaderGone:  make(chan struct{}),
 	}
 	interruptGrace := time.Duration(0)
 	if s.Interrupt != 0 {
@@ -277,7 +285,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	closeAll(childEnds)
 
 	go p.copyStderr()
-	if inW != nil {
+	if inW != nil && s.Stdin != nil {
 		go p.copyStdin(s.Stdin)
 	} else {
 		close(p.stdinDone)
@@ -288,6 +296,15 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 
 // Pid is the process id of the leader, which is also the process group id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stdin is the process's standard input when it was started with
+// Spec.StdinPipe, nil otherwise. Closing it sends end-of-file.
+func (p *Process) Stdin() io.WriteCloser {
+	if p.stdinW == nil || p.copiesStdin {
+		return nil
+	}
+	return p.stdinW
+}
 
 // Stdout is the process's standard output. It reaches io.EOF once every
 // process holding the pipe has exited, or fails with ErrOutputHeld (after

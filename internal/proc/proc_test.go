@@ -548,3 +548,31 @@ func TestCancelInterruptsFirst(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "process group to be gone", func() bool { return groupGone(p2.Pid()) })
 }
+
+func TestStdinPipeTakesSeveralMessages(t *testing.T) {
+	ctx := context.Background()
+	p := startSh(t, ctx, `while read -r line; do echo "got $line"; done; echo eof`, func(s *Spec) { s.StdinPipe = true })
+	if p.Stdin() == nil {
+		t.Fatal("Stdin() is nil with StdinPipe")
+	}
+	out := bufio.NewReader(p.Stdout())
+	for _, msg := range []string{"one", "two"} {
+		if _, err := io.WriteString(p.Stdin(), msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if got := readLine(t, out); got != "got "+msg {
+			t.Fatalf("read %q after writing %q", got, msg)
+		}
+	}
+	p.Stdin().Close()
+	if got := readLine(t, out); got != "eof" {
+		t.Fatalf("after close: %q", got)
+	}
+	if exit, err := waitExit(t, p, 10*time.Second); err != nil || exit.Code != 0 {
+		t.Fatalf("exit %v, %v", exit, err)
+	}
+	// After exit, a write fails instead of blocking.
+	if _, err := io.WriteString(p.Stdin(), "late\n"); err == nil {
+		t.Error("a write after exit succeeded")
+	}
+}
