@@ -43,6 +43,14 @@ type Request struct {
 	AllowedTools   []string
 	PermissionMode string
 	MaxTurns       int
+	// Key names the conversation the turn belongs to (the channel's
+	// session key). A CLI that can keep its process between turns (claude)
+	// keeps it for the next turn with the same key; empty means none.
+	Key string
+	// Approve, if set, is asked about every tool call the CLI wants
+	// permission for, for CLIs that can ask (claude, in the permission
+	// modes that ask). Nil leaves it to the CLI's own rules.
+	Approve ApproveFunc
 }
 
 // EventKind says what an Event carries.

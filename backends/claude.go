@@ -44,6 +44,7 @@ const (
 // concurrent use: every Run starts its own process group.
 type Claude struct {
 	opts Options
+	pool *claudePool
 }
 
 var _ Backend = (*Claude)(nil)
@@ -54,7 +55,9 @@ var _ Backend = (*Claude)(nil)
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewClaude(opts Options) *Claude {
 	opts.Env = opts.userEnv(opts.Env)
-	return &Claude{opts: opts}
+	c := &Claude{opts: opts}
+	c.pool = newClaudePool(c)
+	return c
 }
 
 // Name implements Backend.
@@ -71,9 +74,16 @@ func (c *Claude) Name() string { return "claude" }
 // model API failure claude was still retrying (KindUnreachable, a status
 // kind); another cancellation returns KindCanceled. A refused key or an
 // unreachable model API (see ClaudeParser.Fatal) stops claude at once.
+//
+// A turn that may ask for approvals (req.Approve) or whose process may be
+// kept (req.Key, with Options.Warm.KeepAlive) runs on an interactive
+// process instead: see runInteractive.
 func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
 	if emit == nil {
 		emit = func(Event) {}
+	}
+	if c.interactive(req) {
+		return c.runInteractive(ctx, req, emit)
 	}
 	log := c.opts.Log.With().Str("backend", "claude").Logger()
 

@@ -21,7 +21,9 @@ import (
 // the variables itself because the adapter passes only allowlisted
 // variables to the CLI.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("FAKE_CLAUDE_MODE"); mode != "" {
+	if mode := os.Getenv("FAKE_CLAUDE_MODE"); mode == fakeInteractive {
+		os.Exit(runFakeInteractive())
+	} else if mode != "" {
 		os.Exit(runFakeClaude(mode))
 	}
 	os.Exit(m.Run())

@@ -31,6 +31,9 @@ type Options struct {
 	// descendants (proc.Spec.Owner), so that a gateway killed mid-turn
 	// leaves nothing the next start cannot find.
 	Owner string
+	// Warm configures claude's interactive processes; the zero value keeps
+	// none warm. Other CLIs ignore it.
+	Warm WarmOptions
 }
 
 // Factory builds a backend from options.

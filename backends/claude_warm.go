@@ -1,0 +1,551 @@
+package backends
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/proc"
+)
+
+// WarmOptions configures claude's interactive processes: claude started
+// with stream-json input, kept for its conversation's next turn,
+// interrupted with its control protocol and asked for tool approvals over
+// the same pipe (DESIGN decision 16).
+type WarmOptions struct {
+	// KeepAlive is how long an idle process is kept for its conversation's
+	// next turn; zero keeps none (each turn gets its own process, which
+	// can still be interrupted softly and ask for approvals).
+	KeepAlive time.Duration
+	// MaxProcesses caps the processes kept; the least recently used idle
+	// one is stopped to make room. Zero means 1.
+	MaxProcesses int
+	// MemoryCap caps the resident memory of all kept process groups
+	// together, in bytes; idle processes are stopped, least recently used
+	// first, while the sum is over it. Zero means no cap.
+	MemoryCap int64
+	// HangTimeout is how long a busy process may print nothing (while no
+	// approval is pending) before it is killed and the turn retried once
+	// on a fresh process. Zero means no limit.
+	HangTimeout time.Duration
+	// InterruptWait is how long a stopped turn waits for claude to answer
+	// its interrupt with a result before the process group is killed.
+	// Zero means DefaultInterruptWait.
+	InterruptWait time.Duration
+	// Clock drives idle timeouts, hang detection and the interrupt wait;
+	// nil is the real clock.
+	Clock clockwork.Clock
+}
+
+// DefaultInterruptWait is how long a soft stop waits for claude's result.
+const DefaultInterruptWait = 5 * time.Second
+
+// Errors of interactive turns, for logs and the retry.
+var (
+	// errProcessGone is a process that ended (or was found dead) before
+	// the turn's result.
+	errProcessGone = errors.New("claude process ended before the turn's result")
+	// errProcessHung is a busy process that printed nothing for
+	// HangTimeout.
+	errProcessHung = errors.New("claude process stopped producing output")
+)
+
+// claudeProc is one claude process with stream-json input: one turn at a
+// time, written to its stdin; its stdout is read by one goroutine into
+// lines. The turn fields are used by one goroutine at a time (the pool
+// hands a process to one turn); the pool's fields are guarded by its mutex.
+type claudeProc struct {
+	key      string // the conversation it is kept for; "" for none
+	settings string // what must match for reuse (flags but the model)
+	model    string // the model it uses now
+	session  string // the session it holds; "" before its first init
+	file     string // its own copy of the system prompt file, removed at close
+	p        *proc.Process
+	kill     context.CancelFunc
+	stdin    io.WriteCloser
+	lines    chan []byte // stdout lines; closed at EOF
+	exited   atomic.Bool // stdout has ended: the process is gone or going
+	skipped  int         // overlong lines, written before lines is closed
+	scanErr  error       // read error, written before lines is closed
+	reqSeq   atomic.Uint64
+	log      zerolog.Logger
+	closed   sync.Once
+	turns    int
+	spawned  time.Time
+	writeMu  sync.Mutex // serialises writes to stdin
+
+	// Pool state, guarded by claudePool.mu.
+	busy     bool
+	lastUsed time.Time
+	idle     clockwork.Timer
+}
+
+// interactiveArgs is claude's command line for a stream-json process.
+func interactiveArgs(req Request, systemPromptFile string, approvals bool) []string {
+	args := claudeArgs(req, systemPromptFile)
+	// claudeArgs starts with -p --output-format stream-json --verbose
+	// --include-partial-messages; the input format joins them.
+	args = append([]string{"-p", "--input-format", "stream-json"}, args[1:]...)
+	if approvals {
+		args = append(args, "--permission-prompt-tool", "stdio")
+	}
+	return args
+}
+
+// settingsKey is what a process must have been started with to take req:
+// everything on its command line but the model, which a control request
+// can change.
+func settingsKey(bin string, req Request, approvals bool) string {
+	r := req
+	r.Model, r.SessionID, r.Prompt, r.SystemPrompt, r.SystemPromptFile = "", "", "", "", ""
+	return bin + "\x00" + r.WorkDir + "\x00" + strings.Join(claudeArgs(r, ""), "\x00") + "\x00" + strconv.FormatBool(approvals)
+}
+
+// spawn starts an interactive claude for req. The process is not in the
+// pool yet.
+func (c *Claude) spawn(req Request, approvals bool) (*claudeProc, error) {
+	bin, err := c.binary()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return nil, err
+	}
+	// The process outlives this turn's prompt file: it gets a copy of its
+	// own (claude reads it at start).
+	file := ""
+	if text := systemText(req); text != "" {
+		f, err := writeTemp(text)
+		if err != nil {
+			return nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
+		if err := c.opts.share(f); err != nil {
+			os.Remove(f)
+			return nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
+		file = f
+	}
+	ctx, kill := context.WithCancel(context.Background())
+	p, err := proc.Start(ctx, proc.Spec{
+		Path:       bin,
+		Args:       interactiveArgs(req, file, approvals),
+		Dir:        req.WorkDir,
+		Env:        FilterEnv(c.opts.Env, claudeEnvAllow, nil),
+		StdinPipe:  true,
+		Grace:      c.opts.KillGrace,
+		Credential: c.opts.credential(),
+		Owner:      c.opts.Owner,
+	})
+	if err != nil {
+		kill()
+		if file != "" {
+			os.Remove(file)
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return nil, notFound(bin, err)
+		}
+		return nil, &Error{Kind: KindCrashed, Message: "start claude", Err: err}
+	}
+	cp := &claudeProc{
+		key: req.Key, settings: settingsKey(bin, req, approvals), model: req.Model, session: req.SessionID,
+		file: file, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+		log:     c.opts.Log.With().Str("backend", "claude").Int("pid", p.Pid()).Logger(),
+		spawned: c.clock().Now(),
+	}
+	go cp.read()
+	cp.log.Debug().Bool("approvals", approvals).Msg("claude process started")
+	return cp, nil
+}
+
+// systemText is the system prompt of req: its text, or its file's.
+func systemText(req Request) string {
+	if req.SystemPrompt != "" {
+		return req.SystemPrompt
+	}
+	if req.SystemPromptFile != "" {
+		if b, err := os.ReadFile(req.SystemPromptFile); err == nil {
+			return string(b)
+		}
+	}
+	return ""
+}
+
+// read copies stdout into lines until it ends.
+func (cp *claudeProc) read() {
+	split := &lineSplitter{max: claudeLineMax}
+	sc := bufio.NewScanner(cp.p.Stdout())
+	sc.Buffer(make([]byte, 0, claudeLineStart), claudeLineMax)
+	sc.Split(split.split)
+	for sc.Scan() {
+		cp.lines <- bytes.Clone(sc.Bytes())
+	}
+	if cp.scanErr = sc.Err(); cp.scanErr != nil {
+		_, _ = io.Copy(io.Discard, cp.p.Stdout())
+	}
+	cp.skipped = split.skipped
+	cp.exited.Store(true)
+	close(cp.lines)
+}
+
+// write sends one line to stdin.
+func (cp *claudeProc) write(line []byte) error {
+	cp.writeMu.Lock()
+	defer cp.writeMu.Unlock()
+	if _, err := cp.stdin.Write(line); err != nil {
+		return fmt.Errorf("write to claude: %w", err)
+	}
+	return nil
+}
+
+// request sends a control request and returns its id.
+func (cp *claudeProc) request(subtype string, fields map[string]any) (string, error) {
+	id := fmt.Sprintf("gw-%s-%d", subtype, cp.reqSeq.Add(1))
+	return id, cp.write(controlRequestLine(id, subtype, fields))
+}
+
+// close stops the process and its group, once, and removes its files.
+func (cp *claudeProc) close(why string) {
+	cp.closed.Do(func() {
+		cp.log.Debug().Str("why", why).Int("turns", cp.turns).Msg("claude process stopped")
+		_ = cp.stdin.Close()
+		cp.kill()
+		go func() {
+			_, _ = cp.p.Wait()
+			if cp.file != "" {
+				os.Remove(cp.file)
+			}
+		}()
+	})
+}
+
+// drain drops stdout lines printed between turns (none are expected).
+func (cp *claudeProc) drain() {
+	for {
+		select {
+		case l, ok := <-cp.lines:
+			if !ok {
+				return
+			}
+			cp.log.Debug().Int("bytes", len(l)).Msg("claude printed a line between turns")
+		default:
+			return
+		}
+	}
+}
+
+// turnResult is how one interactive turn ended.
+type turnResult struct {
+	res Result
+	err error
+	// reusable is set when the process finished the turn and may take the
+	// next one.
+	reusable bool
+	// retry is set when the process died or hung before the result: the
+	// turn may be run again on a fresh process.
+	retry bool
+}
+
+// approvalDone carries a verdict back to the turn loop.
+type approvalDone struct {
+	c controlLine
+	v Verdict
+}
+
+// turn runs one user turn on cp: it writes the prompt, answers control
+// requests, emits events until the result, and handles a stop (ctx ends:
+// interrupt, then kill), a hang and the process dying.
+func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit func(Event)) turnResult {
+	clock := c.clock()
+	cp.turns++
+	cp.drain()
+	if cp.exited.Load() {
+		return turnResult{err: errProcessGone, retry: true}
+	}
+	if err := cp.write(userMessage(req.Prompt)); err != nil {
+		cp.log.Debug().Err(err).Msg("could not write the prompt")
+		return turnResult{err: errProcessGone, retry: true}
+	}
+
+	var parser ClaudeParser
+	var garbage garbageLog
+	modelOutput := false
+	pending := map[string]context.CancelCauseFunc{} // approvals waiting for a verdict
+	verdicts := make(chan approvalDone)
+	defer func() {
+		for _, cancel := range pending {
+			cancel(context.Canceled)
+		}
+	}()
+
+	hang := c.opts.Warm.HangTimeout
+	var hangTimer clockwork.Timer
+	var hangC <-chan time.Time
+	armHang := func() {
+		if hang <= 0 {
+			return
+		}
+		if hangTimer == nil {
+			hangTimer = clock.NewTimer(hang)
+		} else {
+			hangTimer.Reset(hang)
+		}
+		hangC = hangTimer.Chan()
+	}
+	pauseHang := func() {
+		if hangTimer != nil {
+			hangTimer.Stop()
+		}
+		hangC = nil
+	}
+	armHang()
+	defer pauseHang()
+
+	done := ctx.Done()
+	var interruptC <-chan time.Time
+	interrupted := false
+	var fatal *Error
+	interrupt := func(why string) {
+		if interrupted {
+			return
+		}
+		interrupted = true
+		if _, err := cp.request("interrupt", nil); err != nil {
+			cp.log.Debug().Err(err).Msg("could not send the interrupt")
+		}
+		cp.log.Debug().Str("why", why).Msg("interrupt sent")
+		wait := c.opts.Warm.InterruptWait
+		if wait <= 0 {
+			wait = DefaultInterruptWait
+		}
+		interruptC = clock.After(wait)
+	}
+
+	for {
+		select {
+		case line, ok := <-cp.lines:
+			if !ok {
+				return c.ended(ctx, cp, &parser, &garbage, modelOutput, fatal)
+			}
+			if len(pending) == 0 {
+				armHang()
+			}
+			cl, err := parseControl(line)
+			if err != nil {
+				cp.log.Warn().Err(err).Msg("unreadable control message from claude")
+				continue
+			}
+			switch cl.Kind {
+			case controlRequest:
+				if cl.Subtype != "can_use_tool" || req.Approve == nil {
+					cp.log.Warn().Str("subtype", cl.Subtype).Msg("claude sent a control request the gateway does not handle; refused")
+					_ = cp.write(unsupportedAnswer(cl.RequestID, cl.Subtype))
+					continue
+				}
+				actx, cancel := context.WithCancelCause(ctx)
+				pending[cl.RequestID] = cancel
+				pauseHang()
+				go func(cl controlLine) {
+					v := req.Approve(actx, *cl.Approval)
+					select {
+					case verdicts <- approvalDone{cl, v}:
+					case <-actx.Done():
+					}
+				}(cl)
+			case controlCancel:
+				if cancel, ok := pending[cl.RequestID]; ok {
+					cancel(ErrApprovalWithdrawn)
+					delete(pending, cl.RequestID)
+				}
+			case controlResponse:
+				if cl.Subtype == "error" {
+					cp.log.Debug().Str("request", cl.RequestID).Str("error", cl.Error).Msg("claude refused a control request")
+				}
+			default:
+				events, err := parser.Parse(line)
+				if err != nil {
+					garbage.add(line)
+					continue
+				}
+				for _, ev := range events {
+					if isModelOutput(ev) {
+						modelOutput = true
+					}
+					emit(ev)
+				}
+				if f := parser.Fatal(); f != nil && fatal == nil && ctx.Err() == nil {
+					// A refused key, an unreachable API: claude would retry for
+					// minutes. Stop the turn; the process is not kept.
+					fatal = f
+					interrupt("the model API cannot be reached or refused the key")
+				}
+				if _, err := parser.Result(); !errors.Is(err, errNoResult) {
+					return c.finished(ctx, cp, &parser, modelOutput, fatal, interrupted)
+				}
+			}
+		case d := <-verdicts:
+			if _, ok := pending[d.c.RequestID]; !ok {
+				continue // withdrawn meanwhile: not answered
+			}
+			delete(pending, d.c.RequestID)
+			if err := cp.write(approvalAnswer(d.c, d.v)); err != nil {
+				cp.log.Debug().Err(err).Msg("could not answer claude's approval request")
+			}
+			if len(pending) == 0 {
+				armHang()
+			}
+		case <-done:
+			done = nil
+			interrupt("stopped")
+		case <-interruptC:
+			cp.log.Info().Msg("claude did not answer the interrupt in time; killing its process group")
+			cp.close("interrupt not answered")
+			res, _ := parser.Result()
+			if fatal != nil {
+				return turnResult{res: res, err: c.withStderr(fatal, cp, modelOutput || parser.Answered())}
+			}
+			return turnResult{res: res, err: c.stopError(ctx, &parser, cp, modelOutput)}
+		case <-hangC:
+			cp.log.Warn().Dur("silent_for", hang).Msg("claude printed nothing while busy; killing it")
+			cp.close("hung")
+			res, _ := parser.Result()
+			return turnResult{res: res, retry: true, err: &Error{Kind: KindTimeout, Err: errProcessHung, ModelOutput: modelOutput,
+				Message: fmt.Sprintf("claude printed nothing for %v while working (AGENT_HANG_TIMEOUT) and was stopped", hang)}}
+		}
+	}
+}
+
+// finished reports a turn whose result line arrived.
+func (c *Claude) finished(ctx context.Context, cp *claudeProc, parser *ClaudeParser, modelOutput bool, fatal *Error, interrupted bool) turnResult {
+	res, resErr := parser.Result()
+	if res.SessionID != "" {
+		cp.session = res.SessionID
+	}
+	if fatal != nil {
+		return turnResult{res: res, err: c.withStderr(fatal, cp, modelOutput || parser.Answered())}
+	}
+	if ctx.Err() != nil && interrupted {
+		// Stopped softly: the process and its session stay.
+		return turnResult{res: res, err: c.stopError(ctx, parser, cp, modelOutput), reusable: true}
+	}
+	var e *Error
+	if errors.As(resErr, &e) {
+		withTail := *e
+		// A stale session ends the process; other failures (max turns, a
+		// model API error) leave it able to take the next turn.
+		return turnResult{res: res, err: &withTail, reusable: e.Kind != KindStaleSession}
+	}
+	return turnResult{res: res, reusable: true}
+}
+
+// stopError is the error of a turn stopped because ctx ended.
+func (c *Claude) stopError(ctx context.Context, parser *ClaudeParser, cp *claudeProc, modelOutput bool) error {
+	ctxErr := contextError(ctx, context.Cause(ctx))
+	if ctxErr == nil {
+		ctxErr = &Error{Kind: KindCanceled, Message: "claude was stopped"}
+	}
+	if retrying := parser.Retrying(); retrying != nil && ctxErr.Kind == KindTimeout {
+		retrying.Message = "claude did not finish in time: " + retrying.Message
+		retrying.Err = ctxErr.Err
+		ctxErr = retrying
+	}
+	ctxErr.ModelOutput = modelOutput || parser.Answered()
+	return ctxErr
+}
+
+// withStderr copies e with cp's stderr tail, for logs.
+func (c *Claude) withStderr(e *Error, cp *claudeProc, modelOutput bool) error {
+	withTail := *e
+	withTail.Stderr = strings.TrimSpace(cp.p.StderrTail())
+	withTail.ModelOutput = modelOutput
+	return &withTail
+}
+
+// ended reports a turn whose process ended before its result.
+func (c *Claude) ended(ctx context.Context, cp *claudeProc, parser *ClaudeParser, garbage *garbageLog, modelOutput bool, fatal *Error) turnResult {
+	exit, waitErr := cp.p.Wait()
+	stderr := strings.TrimSpace(cp.p.StderrTail())
+	res, _ := parser.Result()
+	if fatal != nil {
+		return turnResult{res: res, err: c.withStderr(fatal, cp, modelOutput)}
+	}
+	if ctx.Err() != nil {
+		return turnResult{res: res, err: c.stopError(ctx, parser, cp, modelOutput)}
+	}
+	if strings.Contains(stderr, claudeRootRefusal) || strings.Contains(garbage.text(), claudeRootRefusal) {
+		return turnResult{res: res, err: &Error{Kind: KindPermission, Message: rootRefusalMessage, Stderr: stderr}}
+	}
+	msg := fmt.Sprintf("claude ended without a result (%v)", exit)
+	if waitErr != nil {
+		msg += ": " + waitErr.Error()
+	}
+	if last := lastLine(stderr, 300); last != "" {
+		msg += "; stderr: " + last
+	}
+	if g := garbage.text(); g != "" {
+		msg += "; last non-JSON output: " + g
+	}
+	var scanErr error
+	if cp.scanErr != nil {
+		scanErr = fmt.Errorf("read claude output: %w", cp.scanErr)
+	}
+	if cp.skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", cp.skipped, claudeLineMax)
+	}
+	return turnResult{res: res, err: &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: errors.Join(errProcessGone, scanErr), ModelOutput: modelOutput}, retry: true}
+}
+
+// setModel switches cp's model with claude's set_model control request,
+// waiting for its answer. It reports false when the process did not take
+// it (it is then replaced).
+func (c *Claude) setModel(cp *claudeProc, model string) bool {
+	var fields map[string]any
+	if model != "" {
+		fields = map[string]any{"model": model}
+	}
+	id, err := cp.request("set_model", fields)
+	if err != nil {
+		return false
+	}
+	timeout := c.clock().After(10 * time.Second)
+	for {
+		select {
+		case line, ok := <-cp.lines:
+			if !ok {
+				return false
+			}
+			cl, err := parseControl(line)
+			if err != nil || cl.Kind != controlResponse || cl.RequestID != id {
+				continue
+			}
+			if cl.Subtype != "success" {
+				cp.log.Info().Str("error", cl.Error).Str("model", model).Msg("claude refused the model change; starting a new process")
+				return false
+			}
+			cp.model = model
+			return true
+		case <-timeout:
+			return false
+		}
+	}
+}
+
+func (c *Claude) clock() clockwork.Clock {
+	if c.opts.Warm.Clock != nil {
+		return c.opts.Warm.Clock
+	}
+	return clockwork.NewRealClock()
+}
