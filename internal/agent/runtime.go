@@ -11,6 +11,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -82,6 +83,21 @@ type RunInfo struct {
 	Model   string
 }
 
+// Approver is an optional ability of a Replier: it asks the person who
+// sent a prompt (or an approver) whether a tool may run, and waits for the
+// answer until ctx ends (the CLI withdrew the request, or the turn ended).
+type Approver interface {
+	Approve(ctx context.Context, e queue.Event, a backends.Approval) Decision
+}
+
+// Decision is an answer to a tool approval.
+type Decision struct {
+	backends.Verdict
+	// By says who decided: a Discord user id, "timeout", "withdrawn" or
+	// "policy".
+	By string
+}
+
 // CostRecorder is told what every finished event cost (the ledger).
 type CostRecorder interface {
 	Spent(e queue.Event, out Outcome, took time.Duration)
@@ -117,6 +133,10 @@ type Options struct {
 	// Admit, if set, decides whether an event may run at all (budgets);
 	// a refused event is not run, and Admit has told whoever needs to know.
 	Admit func(ctx context.Context, e queue.Event) bool
+	// ScheduledToolsAllowed answers the tool approvals of events nobody
+	// can be asked about (heartbeats, cron jobs, hooks, webhooks): allow
+	// when set, deny otherwise (SCHEDULED_TOOLS_POLICY).
+	ScheduledToolsAllowed bool
 }
 
 // Runtime processes events.
@@ -434,6 +454,8 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 		AllowedTools:     r.opts.AllowedTools,
 		PermissionMode:   r.opts.PermissionMode,
 		MaxTurns:         r.opts.MaxTurns,
+		Key:              key,
+		Approve:          r.approver(e, log),
 	}
 	if filepath.Clean(workDir) != filepath.Clean(r.opts.ConfigDir) {
 		// memory.md stays in CONFIG_DIR, outside the project.
@@ -518,6 +540,63 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 		bind(res.SessionID, res.SessionCostUSD)
 	}
 	return res, err
+}
+
+// askingModes are the permission modes in which claude asks before some
+// tools; bypassPermissions never asks.
+var askingModes = map[string]bool{"default": true, "acceptEdits": true, "plan": true}
+
+// scheduledDenial is what the model is told when a scheduled event's tool
+// needs an approval nobody can give.
+const scheduledDenial = "This run was started by a schedule or a webhook, with no one to ask for approval, and the gateway's policy (SCHEDULED_TOOLS_POLICY=deny) denies tools that need it. Do without it, or say in your answer what you would need."
+
+// approver returns the function that answers e's tool approvals, or nil
+// when the permission mode never asks. Prompts from Discord ask the
+// person; everything else follows SCHEDULED_TOOLS_POLICY. Every decision
+// is logged.
+func (r *Runtime) approver(e queue.Event, log zerolog.Logger) backends.ApproveFunc {
+	if !askingModes[r.opts.PermissionMode] {
+		return nil
+	}
+	ask, canAsk := r.out.(Approver)
+	canAsk = canAsk && e.Kind == queue.KindMessage && e.ChannelID != ""
+	return func(ctx context.Context, a backends.Approval) backends.Verdict {
+		var d Decision
+		switch {
+		case canAsk:
+			d = ask.Approve(ctx, e, a)
+		case r.opts.ScheduledToolsAllowed:
+			d = Decision{Verdict: backends.Verdict{Allow: true}, By: "policy"}
+		default:
+			d = Decision{Verdict: backends.Verdict{Message: scheduledDenial}, By: "policy"}
+		}
+		log.Info().Str("tool", a.Tool).Str("input", ToolSummary(a, 160)).Str("tool_use_id", a.ToolUseID).
+			Bool("allowed", d.Allow).Bool("for_session", d.Allow && d.Remember).Bool("stop", !d.Allow && d.Interrupt).
+			Str("by", d.By).Msg("tool approval decided")
+		return d.Verdict
+	}
+}
+
+// ToolSummary is a one-line description of what a tool approval is for:
+// Bash's command, a file tool's path, else the input, cut to max bytes.
+func ToolSummary(a backends.Approval, max int) string {
+	var in map[string]any
+	_ = json.Unmarshal(a.Input, &in)
+	s := ""
+	for _, k := range []string{"command", "file_path", "path", "notebook_path", "url", "pattern"} {
+		if v, ok := in[k].(string); ok && v != "" {
+			s = v
+			break
+		}
+	}
+	if s == "" {
+		s = string(a.Input)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
 }
 
 // moveSession makes a session last used in another directory resumable in

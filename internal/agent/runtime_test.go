@@ -135,9 +135,14 @@ func TestQueryArgumentsAndSessionBinding(t *testing.T) {
 			AllowedTools:   tools,
 			PermissionMode: mode,
 			MaxTurns:       7,
+			Key:            channel,
 		}
 		if diff := cmp.Diff(want, reqs[0], cmpIgnoreFile); diff != "" {
 			t.Errorf("first request (-want +got):\n%s", diff)
+		}
+		// Tool approvals are asked for only in the modes that ask.
+		if asks := mode != "bypassPermissions"; (reqs[0].Approve != nil) != asks {
+			t.Errorf("mode %s: Approve set = %v, want %v", mode, reqs[0].Approve != nil, asks)
 		}
 		if !strings.Contains(reqs[0].SystemPrompt, "## Identity") || !strings.Contains(reqs[0].SystemPrompt, "the sky is blue") {
 			t.Errorf("system prompt lacks the persona:\n%s", reqs[0].SystemPrompt)
@@ -165,7 +170,7 @@ func TestQueryArgumentsAndSessionBinding(t *testing.T) {
 }
 
 var cmpIgnoreFile = cmp.FilterPath(func(p cmp.Path) bool {
-	return p.String() == "SystemPromptFile"
+	return p.String() == "SystemPromptFile" || p.String() == "Approve"
 }, cmp.Ignore())
 
 // Property 18: heartbeats and cron jobs run their instruction as the prompt,
