@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -204,9 +205,16 @@ func HeartbeatOK(reply string) bool {
 	return s == "" || s == HeartbeatOKToken
 }
 
-// Close removes the runtime's system prompt file; call it after the last
-// event.
-func (r *Runtime) Close() { r.prompts.close() }
+// Close removes the runtime's system prompt file and stops the backend's
+// kept processes (when it keeps any); call it after the last event.
+func (r *Runtime) Close() {
+	r.prompts.close()
+	if c, ok := r.backend.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			r.log.Warn().Err(err).Msg("stop the agent's warm processes")
+		}
+	}
+}
 
 // Handle is the queue.Handler: it processes the event and delivers the reply.
 func (r *Runtime) Handle(ctx context.Context, e queue.Event) {

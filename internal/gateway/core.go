@@ -77,6 +77,12 @@ func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error
 		Log:    log.With().Str("component", "backend").Str("backend", cfg.Backend).Logger(),
 		RunAs:  runAs,
 		Owner:  Owner(cfg),
+		Warm: backends.WarmOptions{
+			KeepAlive:    cfg.KeepAlive,
+			MaxProcesses: cfg.WarmCap(),
+			MemoryCap:    int64(cfg.WarmMemoryMB) << 20,
+			HangTimeout:  cfg.HangTimeout,
+		},
 	})
 }
 
@@ -157,16 +163,17 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	// persona; nobody else needs them.
 	agent.RemoveStalePromptFiles("", log)
 	rt := agent.New(agent.Options{
-		ConfigDir:      cfg.ConfigDir,
-		WorkDir:        cfg.WorkDir,
-		Costs:          opts.Costs,
-		Admit:          opts.Admit,
-		Timeout:        cfg.QueryTimeout,
-		AllowedTools:   cfg.AllowedTools,
-		PermissionMode: cfg.PermissionMode,
-		MaxTurns:       cfg.MaxTurns,
-		Model:          cfg.Model,
-		Turns:          opts.Turns,
+		ConfigDir:             cfg.ConfigDir,
+		WorkDir:               cfg.WorkDir,
+		Costs:                 opts.Costs,
+		Admit:                 opts.Admit,
+		Timeout:               cfg.QueryTimeout,
+		AllowedTools:          cfg.AllowedTools,
+		PermissionMode:        cfg.PermissionMode,
+		MaxTurns:              cfg.MaxTurns,
+		Model:                 cfg.Model,
+		Turns:                 opts.Turns,
+		ScheduledToolsAllowed: cfg.ScheduledToolsPolicy == config.ScheduledToolsAllow,
 	}, backend, sessions, opts.Replier, opts.Hooks, log.With().Str("component", "runtime").Logger())
 	if agentUser != nil {
 		rt.ShareSystemPromptWith(agentUser.GID)
