@@ -258,7 +258,7 @@ func (c *Claude) Close() error {
 // interactive reports whether req runs on an interactive process: when
 // the CLI must be able to ask for approvals, or its process may be kept.
 func (c *Claude) interactive(req Request) bool {
-	return req.Approve != nil || (req.Key != "" && c.opts.Warm.KeepAlive > 0)
+	return c.opts.Warm.Interactive && (req.Approve != nil || (req.Key != "" && c.opts.Warm.KeepAlive > 0))
 }
 
 // runInteractive runs req on a kept process or a new one, retrying once on

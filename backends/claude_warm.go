@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,11 @@ import (
 // interrupted with its control protocol and asked for tool approvals over
 // the same pipe (DESIGN decision 16).
 type WarmOptions struct {
+	// Interactive runs claude with stream-json input whenever a turn can
+	// use it: to ask for approvals (Request.Approve) or to keep the
+	// process (Request.Key with KeepAlive). Off, every turn is one
+	// print-mode process with the prompt on stdin and Approve is unused.
+	Interactive bool
 	// KeepAlive is how long an idle process is kept for its conversation's
 	// next turn; zero keeps none (each turn gets its own process, which
 	// can still be interrupted softly and ask for approvals).
@@ -88,6 +95,13 @@ type claudeProc struct {
 	spawned  time.Time
 	writeMu  sync.Mutex // serialises writes to stdin
 
+	steerMu sync.Mutex // guards accepting and steered
+	// accepting is set while a turn runs and may take steered messages.
+	accepting bool
+	// steered are the messages written into the running turn that claude
+	// has not yet echoed (taken in).
+	steered []string
+
 	// Pool state, guarded by claudePool.mu.
 	busy     bool
 	lastUsed time.Time
@@ -99,7 +113,10 @@ func interactiveArgs(req Request, systemPromptFile string, approvals bool) []str
 	args := claudeArgs(req, systemPromptFile)
 	// claudeArgs starts with -p --output-format stream-json --verbose
 	// --include-partial-messages; the input format joins them.
-	args = append([]string{"-p", "--input-format", "stream-json"}, args[1:]...)
+	// --replay-user-messages echoes each user message as claude takes it
+	// into the conversation: how a steered message is known to have been
+	// injected into the running turn rather than queued for after it.
+	args = append([]string{"-p", "--input-format", "stream-json", "--replay-user-messages"}, args[1:]...)
 	if approvals {
 		args = append(args, "--permission-prompt-tool", "stdio")
 	}
@@ -279,8 +296,19 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 		cp.log.Debug().Err(err).Msg("could not write the prompt")
 		return turnResult{err: errProcessGone, retry: true}
 	}
+	cp.steerMu.Lock()
+	cp.accepting, cp.steered = true, nil
+	cp.steerMu.Unlock()
+	defer func() {
+		cp.steerMu.Lock()
+		cp.accepting = false
+		cp.steerMu.Unlock()
+	}()
 
 	var parser ClaudeParser
+	// earlier holds the results of the turns claude ran for steered
+	// messages it queued instead of injecting (one result each).
+	var earlier []Result
 	var garbage garbageLog
 	modelOutput := false
 	pending := map[string]context.CancelCauseFunc{} // approvals waiting for a verdict
@@ -317,6 +345,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 	done := ctx.Done()
 	var interruptC <-chan time.Time
 	interrupted := false
+	stoppedByDenial := false // answered "deny and stop"
 	var fatal *Error
 	interrupt := func(why string) {
 		if interrupted {
@@ -375,6 +404,10 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 					cp.log.Debug().Str("request", cl.RequestID).Str("error", cl.Error).Msg("claude refused a control request")
 				}
 			default:
+				if text, ok := replayedText(line); ok {
+					cp.taken(text)
+					continue
+				}
 				events, err := parser.Parse(line)
 				if err != nil {
 					garbage.add(line)
@@ -392,8 +425,21 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 					fatal = f
 					interrupt("the model API cannot be reached or refused the key")
 				}
-				if _, err := parser.Result(); !errors.Is(err, errNoResult) {
-					return c.finished(ctx, cp, &parser, modelOutput, fatal, interrupted)
+				if res, err := parser.Result(); !errors.Is(err, errNoResult) {
+					if cp.moreToCome() {
+						// A steered message was queued: claude answers it as a
+						// turn of its own, which is still this event's.
+						earlier = append(earlier, res)
+						parser = ClaudeParser{}
+						if interrupted {
+							interrupted = false
+							interrupt("stopped")
+						}
+						continue
+					}
+					out := c.finished(ctx, cp, &parser, modelOutput, fatal, interrupted || stoppedByDenial)
+					out.res = mergeResults(earlier, out.res)
+					return out
 				}
 			}
 		case d := <-verdicts:
@@ -401,6 +447,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 				continue // withdrawn meanwhile: not answered
 			}
 			delete(pending, d.c.RequestID)
+			stoppedByDenial = stoppedByDenial || (!d.v.Allow && d.v.Interrupt)
 			if err := cp.write(approvalAnswer(d.c, d.v)); err != nil {
 				cp.log.Debug().Err(err).Msg("could not answer claude's approval request")
 			}
@@ -440,6 +487,10 @@ func (c *Claude) finished(ctx context.Context, cp *claudeProc, parser *ClaudePar
 	if ctx.Err() != nil && interrupted {
 		// Stopped softly: the process and its session stay.
 		return turnResult{res: res, err: c.stopError(ctx, parser, cp, modelOutput), reusable: true}
+	}
+	if interrupted {
+		// Stopped by a "deny and stop" answer: the process stays too.
+		return turnResult{res: res, err: &Error{Kind: KindCanceled, Message: "the user denied a tool call and stopped the turn"}, reusable: true}
 	}
 	var e *Error
 	if errors.As(resErr, &e) {
@@ -506,6 +557,106 @@ func (c *Claude) ended(ctx context.Context, cp *claudeProc, parser *ClaudeParser
 		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", cp.skipped, claudeLineMax)
 	}
 	return turnResult{res: res, err: &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: errors.Join(errProcessGone, scanErr), ModelOutput: modelOutput}, retry: true}
+}
+
+// ErrCannotSteer is returned by Steer when no turn of the conversation is
+// running on a process that can take a message.
+var ErrCannotSteer = errors.New("no running turn can take the message")
+
+// Steer writes text into the running turn of key's process, which reads it
+// at its next step (with a tool result) or, when the turn was about to end,
+// answers it right after as part of the same turn. The turn's result then
+// covers both.
+func (c *Claude) Steer(key, text string) error {
+	pl := c.pool
+	pl.mu.Lock()
+	cp := pl.procs[key]
+	busy := cp != nil && cp.busy
+	pl.mu.Unlock()
+	if !busy {
+		return ErrCannotSteer
+	}
+	cp.steerMu.Lock()
+	defer cp.steerMu.Unlock()
+	if !cp.accepting {
+		return ErrCannotSteer
+	}
+	if err := cp.write(userMessage(text)); err != nil {
+		return err
+	}
+	cp.steered = append(cp.steered, text)
+	cp.log.Debug().Int("bytes", len(text)).Msg("message written into the running turn")
+	return nil
+}
+
+// taken records that claude echoed a user message: a steered one is then
+// in the conversation.
+func (cp *claudeProc) taken(text string) {
+	cp.steerMu.Lock()
+	defer cp.steerMu.Unlock()
+	if i := slices.Index(cp.steered, text); i >= 0 {
+		cp.steered = slices.Delete(cp.steered, i, i+1)
+	}
+}
+
+// moreToCome reports, at a result, whether claude still owes a turn for a
+// steered message it queued; if not, the turn takes no more messages.
+func (cp *claudeProc) moreToCome() bool {
+	cp.steerMu.Lock()
+	defer cp.steerMu.Unlock()
+	if len(cp.steered) > 0 {
+		return true
+	}
+	cp.accepting = false
+	return false
+}
+
+// mergeResults folds the results of queued steered turns into the last.
+func mergeResults(earlier []Result, last Result) Result {
+	if len(earlier) == 0 {
+		return last
+	}
+	var texts []string
+	for _, r := range earlier {
+		if strings.TrimSpace(r.Text) != "" {
+			texts = append(texts, r.Text)
+		}
+		last.Usage.InputTokens += r.Usage.InputTokens
+		last.Usage.OutputTokens += r.Usage.OutputTokens
+		last.Usage.CacheReadTokens += r.Usage.CacheReadTokens
+		last.Usage.CacheCreationTokens += r.Usage.CacheCreationTokens
+		last.Turns += r.Turns
+		last.Duration += r.Duration
+		last.PermissionDenials = append(r.PermissionDenials, last.PermissionDenials...)
+	}
+	if strings.TrimSpace(last.Text) != "" {
+		texts = append(texts, last.Text)
+	}
+	last.Text = strings.Join(texts, "\n\n")
+	return last
+}
+
+// replayedText returns the text of a user message claude echoed
+// (--replay-user-messages), and whether line is one.
+func replayedText(line []byte) (string, bool) {
+	if !bytes.Contains(line, []byte(`"isReplay"`)) {
+		return "", false
+	}
+	var l struct {
+		Type     string `json:"type"`
+		IsReplay bool   `json:"isReplay"`
+		Message  struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.Type != "user" || !l.IsReplay {
+		return "", false
+	}
+	var text string
+	if json.Unmarshal(l.Message.Content, &text) == nil {
+		return text, true
+	}
+	return "", true
 }
 
 // setModel switches cp's model with claude's set_model control request,

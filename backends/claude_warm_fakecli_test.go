@@ -23,6 +23,7 @@ import (
 //	deaf     init, then nothing at all, interrupts included
 //	die      init, then exit 3
 //	cancel   like ask, but an interrupt withdraws the request (control_cancel_request)
+//	steer    init, then waits for a user message written into the turn, echoes it and answers both
 //
 // Everything it reads and does is appended to FAKE_CLAUDE_DIR/log as
 // "<pid> <what> <detail>" lines.
@@ -134,7 +135,29 @@ func runFakeInteractive() int {
 		step := nextStep()
 		logf("user %s %q", step, text)
 		emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model})
+		replay := func(text string) {
+			emit(map[string]any{"type": "user", "isReplay": true, "session_id": session, "message": map[string]any{"role": "user", "content": text}})
+		}
+		replay(text)
 		switch step {
+		case "steer":
+			// Wait for a message written into the running turn, take it in
+			// (echo it, as with a tool result), and answer both.
+			for {
+				a, ok := next()
+				if !ok {
+					logf("eof")
+					return 0
+				}
+				if a["type"] == "user" {
+					am, _ := a["message"].(map[string]any)
+					steered, _ := am["content"].(string)
+					logf("steered %q", steered)
+					replay(steered)
+					result("success", fmt.Sprintf("answered %q and %q", text, steered), false)
+					break
+				}
+			}
 		case "text":
 			reply := fmt.Sprintf("reply %d from %d", turn, pid)
 			emit(map[string]any{"type": "stream_event", "session_id": session, "parent_tool_use_id": nil,

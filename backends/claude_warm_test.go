@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 )
@@ -20,6 +21,7 @@ import (
 func warmClaude(t *testing.T, script string, opts WarmOptions) (*Claude, string) {
 	t.Helper()
 	bin, dir := fakeCLI(t, fakeInteractive, map[string]string{"SCRIPT": script})
+	opts.Interactive = true
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = time.Hour
 	}
@@ -298,7 +300,7 @@ func TestApprovals(t *testing.T) {
 		{"allow", Verdict{Allow: true}, "allowed", "", `"behavior":"allow","updatedInput":{"command":"touch approved.txt"}`},
 		{"allow for the session", Verdict{Allow: true, Remember: true}, "allowed", "", `"destination":"session"`},
 		{"deny", Verdict{Message: "Not now."}, "denied: Not now.", "", `"behavior":"deny","interrupt":false,"message":"Not now."`},
-		{"deny and stop", Verdict{Message: "Stop.", Interrupt: true}, "", KindExecution, `"interrupt":true`},
+		{"deny and stop", Verdict{Message: "Stop.", Interrupt: true}, "", KindCanceled, `"interrupt":true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, dir := warmClaude(t, "ask", WarmOptions{})
@@ -310,8 +312,8 @@ func TestApprovals(t *testing.T) {
 			}
 			res, err := c.Run(context.Background(), req, nil)
 			if tc.err != "" {
-				if KindOf(err) == "" {
-					t.Fatalf("err = nil, want a failed turn")
+				if err == nil || KindOf(err) != tc.err {
+					t.Fatalf("err = %v, want %s", err, tc.err)
 				}
 			} else if err != nil || res.Text != tc.reply {
 				t.Fatalf("result %q, %v; want %q", res.Text, err, tc.reply)
@@ -360,7 +362,7 @@ func TestApprovalWithdrawnWhenTheTurnIsStopped(t *testing.T) {
 
 func TestApprovalsWithoutKeepAliveRunOneProcessPerTurn(t *testing.T) {
 	bin, dir := fakeCLI(t, fakeInteractive, map[string]string{"SCRIPT": "ask,ask"})
-	c := NewClaude(Options{Binary: bin, Env: os.Environ(), KillGrace: 2 * time.Second})
+	c := NewClaude(Options{Binary: bin, Env: os.Environ(), KillGrace: 2 * time.Second, Warm: WarmOptions{Interactive: true}})
 	defer c.Close()
 	for range 2 {
 		req := warmReq("chan-1", "")
@@ -375,5 +377,41 @@ func TestApprovalsWithoutKeepAliveRunOneProcessPerTurn(t *testing.T) {
 	}
 	for _, s := range spawns {
 		waitFor(t, 10*time.Second, "each turn's process to go", func() bool { return processGone(pidOf(s)) })
+	}
+}
+
+func TestSteeredMessageJoinsTheRunningTurn(t *testing.T) {
+	c, dir := warmClaude(t, "steer,text", WarmOptions{})
+	if err := c.Steer("chan-1", "too early"); !errors.Is(err, ErrCannotSteer) {
+		t.Fatalf("Steer with nothing running = %v, want ErrCannotSteer", err)
+	}
+	go func() {
+		waitLogged(t, dir, "user steer", 1)
+		if err := c.Steer("chan-1", "also this"); err != nil {
+			t.Errorf("Steer: %v", err)
+		}
+	}()
+	res, err := c.Run(context.Background(), warmReq("chan-1", ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `answered "hello" and "also this"`; res.Text != want {
+		t.Errorf("result %q, want %q", res.Text, want)
+	}
+	// The turn is over: it takes no more.
+	if err := c.Steer("chan-1", "late"); !errors.Is(err, ErrCannotSteer) {
+		t.Errorf("Steer after the turn = %v, want ErrCannotSteer", err)
+	}
+	if n := len(logged(t, dir, " spawn ")); n != 1 {
+		t.Errorf("%d processes", n)
+	}
+}
+
+func TestMergeResults(t *testing.T) {
+	got := mergeResults([]Result{{Text: "one", Turns: 1, Usage: Usage{InputTokens: 5}, PermissionDenials: []string{"Bash"}}},
+		Result{Text: "two", Turns: 2, SessionCostUSD: 0.3, Usage: Usage{InputTokens: 7}})
+	want := Result{Text: "one\n\ntwo", Turns: 3, SessionCostUSD: 0.3, Usage: Usage{InputTokens: 12}, PermissionDenials: []string{"Bash"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mergeResults (-want +got):\n%s", diff)
 	}
 }

@@ -126,6 +126,12 @@ type Options struct {
 	// CardWarning, if set, returns a line the card shows from its start
 	// (a budget nearly used up); "" for none.
 	CardWarning func(queue.Event) string
+	// ApprovalTimeout is how long a tool approval waits for an answer
+	// before it is denied; zero means DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
+	// Approvers may answer any tool approval (APPROVER_IDS); a prompt's
+	// author may always answer their own.
+	Approvers []string
 	// FastReconnect drops arikawa's identify throttle and shortens its
 	// reconnect delay; only for tests against a local fake.
 	FastReconnect bool
@@ -240,6 +246,8 @@ type Bot struct {
 	commands commands
 	// turns are the running events' cards, by event id (guarded by mu).
 	turns map[uint64]*turn
+	// approvals are the open tool approvals (with their own lock).
+	approvals approvals
 }
 
 // seen is the newest message of a channel and the channel's guild.
@@ -406,6 +414,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	b.state.AddSyncHandler(b.onReaction)
 	b.buttons.add(stopButton, b.onStopPress)
 	b.buttons.add(stopAllButton, b.onStopPress)
+	b.buttons.add(approvalButton, b.onApprovalPress)
 	b.state.AddHandler(func(ev *ws.BackgroundErrorEvent) {
 		b.log.Warn().Err(ev.Err).Msg("Discord connection trouble; reconnecting")
 	})

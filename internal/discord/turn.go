@@ -363,6 +363,23 @@ func (t *turn) halt() {
 	}
 }
 
+// waitingFor shows on the card that the turn waits for an approval of
+// tool ("" when it no longer does).
+func (t *turn) waitingFor(tool string) {
+	t.mu.Lock()
+	if tool == "" {
+		t.state.Notice = ""
+	} else {
+		t.state.Notice = "Waiting for your approval of " + tool + " (below)"
+	}
+	t.mu.Unlock()
+	select {
+	case t.show <- struct{}{}:
+	default:
+	}
+	t.refresh()
+}
+
 // RunStarted implements agent.RunObserver: the card learns the directory
 // and model of the run.
 func (b *Bot) RunStarted(e queue.Event, info agent.RunInfo) {

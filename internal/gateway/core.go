@@ -78,6 +78,7 @@ func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error
 		RunAs:  runAs,
 		Owner:  Owner(cfg),
 		Warm: backends.WarmOptions{
+			Interactive:  true,
 			KeepAlive:    cfg.KeepAlive,
 			MaxProcesses: cfg.WarmCap(),
 			MemoryCap:    int64(cfg.WarmMemoryMB) << 20,

@@ -199,6 +199,8 @@ type resumePlan struct {
 	// cards are the turn cards the previous run left, by event: each
 	// still says "Working".
 	cards []staleCard
+	// approvals are the tool approvals the previous run left open.
+	approvals []staleCard
 	// rerun are run again from the start, in id order, ahead of new events.
 	rerun []queue.Event
 	// deliver had their reply recorded: only its delivery is left.
@@ -215,6 +217,12 @@ func planResume(entries []inbox.Entry) resumePlan {
 	for _, en := range entries {
 		if id := en.Delivered[discord.CardChunk]; id != "" {
 			p.cards = append(p.cards, staleCard{channel: en.Event.ChannelID, message: id})
+		}
+		for chunk, id := range en.Delivered {
+			if discord.ApprovalChunk(chunk) && id != "" {
+				// Left open: denied, never allowed (the tool did not run).
+				p.approvals = append(p.approvals, staleCard{channel: en.Event.ChannelID, message: id})
+			}
 		}
 		switch {
 		case en.State == inbox.Running && en.Reply != "":
@@ -262,6 +270,11 @@ func (r *resumer) run(ctx context.Context, p resumePlan) {
 		// Best effort: a card that cannot be edited (deleted) stays as it is.
 		if err := r.notify.EditMessage(ctx, c.channel, c.message, discord.StaleCardNotice); err != nil {
 			r.log.Debug().Err(err).Str("channel", c.channel).Msg("could not close a turn card the previous run left")
+		}
+	}
+	for _, a := range p.approvals {
+		if err := r.notify.EditMessage(ctx, a.channel, a.message, discord.StaleApprovalNotice); err != nil {
+			r.log.Debug().Err(err).Str("channel", a.channel).Msg("could not close a tool approval the previous run left open")
 		}
 	}
 	for _, en := range p.deliver {

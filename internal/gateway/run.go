@@ -86,6 +86,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.MaxCatchUpAge, dopts.WatchingSince = cfg.CatchUpMaxAge, in.Created()
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	dopts.TurnCard = cfg.TurnCard
+	dopts.ApprovalTimeout, dopts.Approvers = cfg.ApprovalTimeout, cfg.ApproverIDs
 	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
 	if err != nil {
 		return err
