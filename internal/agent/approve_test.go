@@ -16,7 +16,7 @@ import (
 // it was asked.
 type askingReplier struct {
 	replies
-	asked []backends.Approval
+	asked  []backends.Approval
 	answer Decision
 }
 

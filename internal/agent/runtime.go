@@ -156,6 +156,86 @@ type Runtime struct {
 	// run failed and whose failure has been posted already.
 	failingMu sync.Mutex
 	failing   map[string]bool
+
+	// steerMu guards running, steered and answered (STEER=steer).
+	steerMu sync.Mutex
+	// running is the event whose turn runs now, by session key.
+	running map[string]uint64
+	// steered maps an event written into a running turn to that turn's
+	// event; answered holds the turns that finished without an error.
+	steered  map[uint64]uint64
+	answered map[uint64]bool
+}
+
+// Steerer is an optional ability of a backend: it writes a message into
+// the running turn of a conversation (see backends.Claude.Steer).
+type Steerer interface {
+	Steer(key, text string) error
+}
+
+// Steer writes e, a prompt waiting behind its channel's running turn, into
+// that turn when the backend can (STEER=steer). The event stays queued
+// (and durable): when its turn comes it is skipped if the turn it joined
+// answered, and run on its own if that turn failed or was stopped.
+func (r *Runtime) Steer(e queue.Event) bool {
+	s, ok := r.backend.(Steerer)
+	key := sessionKey(e)
+	if !ok || e.Kind != queue.KindMessage || key == "" {
+		return false
+	}
+	r.steerMu.Lock()
+	defer r.steerMu.Unlock()
+	into, running := r.running[key]
+	if !running {
+		return false
+	}
+	if err := s.Steer(key, e.Text); err != nil {
+		r.log.Debug().Err(err).Uint64("event", e.ID).Msg("prompt not written into the running turn; it waits its turn")
+		return false
+	}
+	r.steered[e.ID] = into
+	r.log.Info().Uint64("event", e.ID).Uint64("into", into).Msg("prompt written into the running turn (STEER=steer)")
+	return true
+}
+
+// turnBegins records that e's turn runs on its session key, and returns
+// the function that records its end.
+func (r *Runtime) turnBegins(e queue.Event, key string) func(ok bool) {
+	if key == "" {
+		return func(bool) {}
+	}
+	r.steerMu.Lock()
+	r.running[key] = e.ID
+	r.steerMu.Unlock()
+	return func(ok bool) {
+		r.steerMu.Lock()
+		defer r.steerMu.Unlock()
+		if r.running[key] == e.ID {
+			delete(r.running, key)
+		}
+		if ok {
+			r.answered[e.ID] = true
+		}
+	}
+}
+
+// answeredWithin reports whether e was written into a turn that answered
+// it; the record is dropped either way.
+func (r *Runtime) answeredWithin(e queue.Event) (into uint64, ok bool) {
+	r.steerMu.Lock()
+	defer r.steerMu.Unlock()
+	into, steered := r.steered[e.ID]
+	if !steered {
+		return 0, false
+	}
+	delete(r.steered, e.ID)
+	ok = r.answered[into]
+	// Only waiting events can still name it; they are behind it in the
+	// lane and come up right after it, so the record goes with the last.
+	if !slices.Contains(slices.Collect(maps.Values(r.steered)), into) {
+		delete(r.answered, into)
+	}
+	return into, ok
 }
 
 // New returns a runtime. hooks may be nil.
@@ -171,6 +251,9 @@ func New(opts Options, backend backends.Backend, sessions *session.Store, out Re
 		prompts:  &promptCache{dir: opts.TempDir, memoryPath: filepath.Join(opts.ConfigDir, persona.MemoryFile)},
 		log:      log,
 		failing:  map[string]bool{},
+		running:  map[string]uint64{},
+		steered:  map[uint64]uint64{},
+		answered: map[uint64]bool{},
 	}
 }
 
@@ -228,6 +311,11 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		log = log.With().Str("name", e.Name).Logger()
 	}
 	started := time.Now()
+	if into, ok := r.answeredWithin(e); ok {
+		// Written into the turn before it (STEER=steer), which answered it.
+		log.Info().Uint64("into", into).Msg("prompt answered within the turn it was written into")
+		return Outcome{}
+	}
 	if r.opts.Admit != nil && !r.opts.Admit(ctx, e) {
 		log.Info().Msg("event refused: over budget")
 		return Outcome{Refused: true}
@@ -354,8 +442,10 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 		}
 	}
 	binding, resume, epoch := r.binding(key)
+	var out Outcome
+	defer func(end func(bool)) { end(out.Err == nil) }(r.turnBegins(e, key))
 	res, err := r.run(ctx, e, p, set, key, epoch, binding, resume, log)
-	out := Outcome{Result: res, Err: err}
+	out = Outcome{Result: res, Err: err}
 	if resume && errors.Is(err, backends.ErrStaleSession) {
 		// DESIGN decision 11: the CLI forgot the session. Drop the binding
 		// and run the turn again as a fresh session, once.

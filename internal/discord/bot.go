@@ -126,6 +126,10 @@ type Options struct {
 	// CardWarning, if set, returns a line the card shows from its start
 	// (a budget nearly used up); "" for none.
 	CardWarning func(queue.Event) string
+	// Steer, if set, is offered each prompt that has to wait behind its
+	// channel's running turn; it reports whether the prompt was written
+	// into that turn (STEER=steer). Such a prompt gets a 📨 instead of ⏳.
+	Steer func(queue.Event) bool
 	// ApprovalTimeout is how long a tool approval waits for an answer
 	// before it is denied; zero means DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration

@@ -23,6 +23,8 @@ const Source = "discord"
 // Reactions and notices shown to users.
 const (
 	waitingEmoji = "⏳"
+	// steeredEmoji marks a prompt written into the running turn.
+	steeredEmoji = "📨"
 	// refusedEmoji marks a prompt the full queue turned away when the
 	// channel was told so less than busyNoticeEvery ago.
 	refusedEmoji   = "🚫"
@@ -206,6 +208,14 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		return
 	}
 	log.Info().Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Msg("prompt accepted")
+	if rcpt.Waiting && b.opts.Steer != nil && b.opts.Steer(rcpt.Event) {
+		go func() {
+			if err := b.client(b.ctx).React(m.ChannelID, m.ID, steeredEmoji); err != nil {
+				log.Debug().Err(err).Msg("could not mark the prompt as written into the running turn")
+			}
+		}()
+		return
+	}
 	if rcpt.Waiting {
 		mk := &mark{channel: m.ChannelID, message: m.ID, placed: make(chan struct{})}
 		b.marks[rcpt.Event.ID] = mk

@@ -87,6 +87,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	dopts.TurnCard = cfg.TurnCard
 	dopts.ApprovalTimeout, dopts.Approvers = cfg.ApprovalTimeout, cfg.ApproverIDs
+	// Bound once the runtime exists, before Discord is opened.
+	var steer func(queue.Event) bool
+	if cfg.Steer == config.SteerInject {
+		dopts.Steer = func(e queue.Event) bool { return steer != nil && steer(e) }
+	}
 	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
 	if err != nil {
 		return err
@@ -169,6 +174,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	ctl.sessions, ctl.queue = core.Sessions, core.Queue
+	steer = core.Runtime.Steer
 	if core.Backend.Name() != "" {
 		ctl.backend = core.Backend.Name()
 	}
