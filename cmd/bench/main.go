@@ -1,12 +1,15 @@
 // Command bench measures the gateway's footprint and speed and writes
 // BENCHMARKS.md (make bench); with -footprint it prints only the quick
 // footprint lines (CI), with -soak it runs steady traffic and prints RSS and
-// goroutines over time (make soak).
+// goroutines over time (make soak); with -warm it prints only the claude
+// cold vs warm lines.
 //
 // Everything runs against the in-process fake Discord; the agent is either
 // absent (idle measurements of the real binary) or an in-process backend
 // that answers at once (this tool's child mode), so the numbers are the
-// gateway's own.
+// gateway's own. The claude cold vs warm measurement is the exception: it
+// runs the real claude CLI (CLAUDE_BIN, or the one `make clis` installs)
+// against the in-process fake Anthropic API.
 package main
 
 import (
@@ -37,6 +40,7 @@ func main() {
 	footprint := flag.Bool("footprint", false, "print the quick footprint lines only (CI)")
 	soak := flag.Duration("soak", 0, "run steady traffic for this long and print RSS and goroutines")
 	loadOnly := flag.Bool("load", false, "run only the load measurement and print it (with BENCH_HEAP_PROFILE=file, the child writes a heap profile at exit)")
+	warmOnly := flag.Bool("warm", false, "run only the claude cold vs warm measurement and print it")
 	flag.Parse()
 
 	var err error
@@ -45,6 +49,8 @@ func main() {
 		err = runSoak(*soak)
 	case *footprint:
 		err = printFootprint()
+	case *warmOnly:
+		err = printWarm()
 	case *loadOnly:
 		var self string
 		if self, err = os.Executable(); err == nil {

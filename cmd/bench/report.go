@@ -118,6 +118,13 @@ func runAll(outPath string, runs int) error {
 		return err
 	}
 	started := time.Now()
+	// First: it is quick, and a claude CLI that fails shows before the
+	// long measurements.
+	fmt.Fprintf(os.Stderr, "bench: claude cold vs warm (%d turns each, real CLI, fake API)...\n", warmTurns)
+	warm, err := runWarm()
+	if err != nil {
+		return fmt.Errorf("claude cold vs warm: %w", err)
+	}
 	fmt.Fprintln(os.Stderr, "bench: footprint (build, modules, start, idle RSS at 10 s and 60 s)...")
 	f, err := measureFootprint(runs, true)
 	if err != nil {
@@ -164,7 +171,8 @@ func runAll(outPath string, runs int) error {
 	w("| stripped binary <= 15 MB | %.1f MB | %s |\n", mb(f.BinaryBytes), verdict(f.BinaryBytes <= budgetBinaryBytes))
 	w("| <= 60 modules | %d | %s |\n", f.Modules, verdict(f.Modules <= budgetModules))
 	w("| overhead p99 < 1 ms | in %v, out %v (worst of 1 and 100 busy channels) | %s |\n", p99In, p99Out, verdict(p99In < budgetOverheadP99 && p99Out < budgetOverheadP99))
-	w("| throughput > 50,000 events/s | %.0f events/s (median) | %s |\n\n", median(tput), verdict(median(tput) > budgetEventsPerSec))
+	w("| throughput > 50,000 events/s | %.0f events/s (median) | %s |\n", median(tput), verdict(median(tput) > budgetEventsPerSec))
+	w("%s\n\n", warmBudgetRow(warm))
 
 	w("## Footprint\n\n| what | value |\n|---|---|\n")
 	w("| stripped binary (`-trimpath -ldflags '-s -w'`) | %.2f MB (%d bytes) |\n", mb(f.BinaryBytes), f.BinaryBytes)
@@ -192,6 +200,8 @@ func runAll(outPath string, runs int) error {
 	sort.Float64s(durable)
 	w("With the inbox, as `gateway run` has it (each event recorded before it is accepted, then started, replied, delivered and finished: five fsync'd records, with group commit), same load: median %.0f events/s (min %.0f, max %.0f); the inbox's log was %.1f MB after the 100,000 events (compacted, finished events kept up to INBOX_MAX_EVENTS=10,000).\n\n", median(durable), durable[0], durable[len(durable)-1], mb(inboxBytes))
 
+	writeWarm(w, warm)
+
 	w("## Go benchmarks\n\n`go test -run=^$ -bench=. -benchmem -count=%d ./...`, medians.\n\n| benchmark | ns/op | B/op | allocs/op | other |\n|---|---|---|---|---|\n", runs)
 	for _, g := range benches {
 		w("| %s | %.0f | %.0f | %.0f | %s |\n", g.Name, g.NsPerOp, g.BPerOp, g.Alloc, g.Extra)
@@ -210,6 +220,9 @@ func runAll(outPath string, runs int) error {
 	w("\n## Method\n\n")
 	w("- Idle: the stripped `gateway` binary runs `gateway run` against the in-process fake Discord (`internal/fakediscord`) with the claude backend configured but never called; start is process start to the fake seeing READY acknowledged; RSS is VmRSS from /proc/<pid>/status.\n")
 	w("- Load and overhead: `bench child` runs `gateway.Run` from the same code with an in-process backend that answers at once and reports wall-clock times of each call; the parent sends mentions through the fake Discord and reads the reply POSTs' arrival times.\n")
+	w("- Claude cold vs warm: the claude adapter (`backends.Claude`) runs the real claude CLI against the in-process fake Anthropic API (`internal/fakeapi`), which answers each model request at once with a short text. ")
+	w("Cold is a turn that starts `claude -p` and resumes the conversation's session (AGENT_KEEP_ALIVE=0); warm is a turn written to the conversation's kept stream-json process (AGENT_KEEP_ALIVE on). ")
+	w("Each kind runs one untimed turn first (it creates the session, or the process), then %d timed turns of the same session. First output is Run called -> the first event the adapter emits; idle RSS is `Warm().RSSBytes`, the kept process group's VmRSS, right after the last warm turn, split by RssAnon and RssFile from /proc/<pid>/status.\n", warmTurns)
 	w("- Each process measurement is repeated; tables give the median with min and max.\n")
 	if err := os.WriteFile(outPath, []byte(b.String()), 0o644); err != nil {
 		return err
