@@ -124,7 +124,7 @@ func measureWarm(bin string) (warmResult, error) {
 		return res, fmt.Errorf("cold: %w", err)
 	}
 
-	opts.Warm = backends.WarmOptions{KeepAlive: time.Hour, MaxProcesses: 1}
+	opts.Warm = backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 1}
 	// The mark finds the kept process for its memory split.
 	opts.Owner = fmt.Sprintf("benchwarm%d", os.Getpid())
 	warm := backends.NewClaude(opts)

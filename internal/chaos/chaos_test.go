@@ -32,9 +32,10 @@ import (
 // fakeClaude stands for the claude CLI: it answers "answer: <token>" for
 // each token (p-… or w-…) in its prompt after a random delay, and in about
 // half the runs starts a Bash tool first, so some kills land after a tool
-// started.
+// started. The gateway runs claude with stream-json input: the turn is the
+// first line on stdin; the fake answers it and exits.
 const fakeClaude = `#!/bin/sh
-prompt=$(cat)
+IFS= read -r prompt
 tokens=$(printf '%s\n' "$prompt" | grep -o '[pw]-[0-9][0-9-]*' | sort -u | tr '\n' ' ')
 r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
 printf '%s\n' '{"type":"system","subtype":"init","cwd":"/w","session_id":"chaos","tools":["Bash"],"model":"fake"}'

@@ -130,6 +130,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		Replier: replier,
 		OnDone:  func(_ queue.Event, out agent.Outcome) { done <- out },
 		EnvFile: opts.envFile,
+		OneShot: true,
 	}, log)
 	if agentUserProblem(err) {
 		return &configError{err}

@@ -183,6 +183,9 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		if cfg.PermissionMode == "bypassPermissions" && cfg.AgentUser == "" {
 			checks = append(checks, check{Name: "security", Detail: config.SameUserBypassWarning, Warning: true})
 		}
+		if cfg.PermissionMode == "bypassPermissions" && cfg.Backend == config.BackendClaude {
+			checks = append(checks, check{Name: "security", Detail: config.ApprovalsAdvice, Warning: true})
+		}
 	}
 
 	failed := false

@@ -61,6 +61,11 @@ func (c *Config) Warnings() []string {
 	return w
 }
 
+// ApprovalsAdvice recommends a permission mode that asks in Discord over
+// bypassPermissions.
+const ApprovalsAdvice = "PERMISSION_MODE=bypassPermissions runs every command without asking; with claude, PERMISSION_MODE=acceptEdits " +
+	"(or default) asks in Discord before risky tool calls, with Allow/Deny buttons for the prompt's author or APPROVER_IDS"
+
 // SameUserBypassWarning says what bypassPermissions reaches when the agent
 // runs as the gateway's own user.
 const SameUserBypassWarning = "PERMISSION_MODE=bypassPermissions and no AGENT_USER: the agent runs as the gateway's own user, " +

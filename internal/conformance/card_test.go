@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,7 +178,8 @@ func TestConformanceClaudeCardAndStop(t *testing.T) {
 		stopCard, ok = cardOf(fd, channel, hung.ID)
 		return ok && len(stopCard.Buttons()) == 2
 	})
-	if len(cliProcesses(marker, gatewayPid)) == 0 {
+	running := cliProcesses(marker, gatewayPid)
+	if len(running) == 0 {
 		t.Fatal("no claude process while the API hangs")
 	}
 	start := time.Now()
@@ -187,14 +189,16 @@ func TestConformanceClaudeCardAndStop(t *testing.T) {
 		return strings.HasPrefix(m.Content, "🛑 Stopped")
 	})
 	took := time.Since(start)
-	if left := cliProcesses(marker, gatewayPid); len(left) > 0 {
+	// A soft stop (claude's interrupt request) keeps the warm process for
+	// the channel's next prompt; nothing else of the turn may be left.
+	if left := cliProcesses(marker, gatewayPid); len(left) > 1 || len(left) == 1 && !slices.Contains(running, left[0]) {
 		for _, pid := range left {
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 			t.Logf("left: %d %q", pid, cmdline)
 		}
-		t.Fatalf("the card says stopped while claude processes %v remain", left)
+		t.Fatalf("the card says stopped while claude processes %v remain besides the warm one of %v", left, running)
 	}
-	t.Logf("Stop pressed -> card says stopped with no claude process left: %v", took)
+	t.Logf("Stop pressed -> card says stopped, the warm process kept: %v", took)
 
 	third := fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Are you still there?", fd.Bot)
 	fd.Wait(t, "the answer after the stop", 90*time.Second, func() bool {

@@ -65,7 +65,7 @@ func newWarmRig(t *testing.T, turns ...fakeapi.Turn) *warmRig {
 		KillGrace: 2 * time.Second,
 		Log:       zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel),
 		Owner:     owner,
-		Warm:      backends.WarmOptions{KeepAlive: time.Hour, MaxProcesses: 2},
+		Warm:      backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 2},
 	})
 	if err != nil {
 		t.Fatal(err)

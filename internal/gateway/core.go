@@ -60,13 +60,24 @@ type CoreOptions struct {
 	Costs agent.CostRecorder
 	// Admit, if set, may refuse an event before it runs (budgets).
 	Admit func(context.Context, queue.Event) bool
+	// OneShot runs every turn in a print-mode process of its own, with no
+	// warm process and no approvals (gateway chat, which has nobody to ask
+	// but the terminal).
+	OneShot bool
 }
 
 // NewBackend builds the backend the config selects, with the environment
 // the CLI may see: the process environment plus the credentials read from
 // .env. backends.FilterEnv removes everything else, the Discord token first.
 // With AGENT_USER, every CLI runs as that user (see agentuser).
+//
+// claude runs interactively (stream-json input): warm processes per
+// channel, soft interrupts and tool approvals (see backends.WarmOptions).
 func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error) {
+	return newBackend(cfg, true, log)
+}
+
+func newBackend(cfg *config.Config, interactive bool, log zerolog.Logger) (backends.Backend, error) {
 	runAs, err := RunAs(cfg)
 	if err != nil {
 		return nil, err
@@ -78,7 +89,7 @@ func NewBackend(cfg *config.Config, log zerolog.Logger) (backends.Backend, error
 		RunAs:  runAs,
 		Owner:  Owner(cfg),
 		Warm: backends.WarmOptions{
-			Interactive:  true,
+			Interactive:  interactive,
 			KeepAlive:    cfg.KeepAlive,
 			MaxProcesses: cfg.WarmCap(),
 			MemoryCap:    int64(cfg.WarmMemoryMB) << 20,
@@ -156,7 +167,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	backend := opts.Backend
 	if backend == nil {
 		var err error
-		if backend, err = NewBackend(cfg, log); err != nil {
+		if backend, err = newBackend(cfg, !opts.OneShot, log); err != nil {
 			return nil, err
 		}
 	}
