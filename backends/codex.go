@@ -287,6 +287,13 @@ func codexArgs(req Request, env []string, profile, persona, userProvider string)
 	return append(args, "-")
 }
 
+// Sandbox names the sandbox tier req runs in, for the turn card: codex
+// cannot ask for approvals in exec mode, so its tier is what the user
+// should know.
+func (c *Codex) Sandbox(req Request) string {
+	return CodexSandbox(req.PermissionMode, req.AllowedTools)
+}
+
 // CodexSandbox maps PERMISSION_MODE to codex's sandbox_mode:
 // bypassPermissions to danger-full-access (no sandbox), acceptEdits to
 // workspace-write (files under the work dir, commands without network),

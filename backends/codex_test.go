@@ -571,3 +571,12 @@ func TestCodexArgsAddDirs(t *testing.T) {
 		t.Errorf("args = %s; want --add-dir before resume", got)
 	}
 }
+
+func TestCodexNamesItsSandboxTier(t *testing.T) {
+	c := NewCodex(Options{})
+	for mode, want := range map[string]string{"bypassPermissions": "danger-full-access", "acceptEdits": "workspace-write", "plan": "read-only"} {
+		if got := c.Sandbox(Request{PermissionMode: mode}); got != want {
+			t.Errorf("Sandbox(%s) = %q, want %q", mode, got, want)
+		}
+	}
+}

@@ -82,6 +82,15 @@ type RunObserver interface {
 type RunInfo struct {
 	WorkDir string
 	Model   string
+	// Sandbox is the sandbox tier the CLI runs in, for CLIs that have
+	// one instead of approvals (codex); "" otherwise.
+	Sandbox string
+}
+
+// Sandboxed is an optional ability of a backend: it names the sandbox
+// tier a turn runs in.
+type Sandboxed interface {
+	Sandbox(req backends.Request) string
 }
 
 // Approver is an optional ability of a Replier: it asks the person who
@@ -564,7 +573,11 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 		r.moveSession(binding, workDir, log)
 	}
 	if ro, ok := r.out.(RunObserver); ok {
-		ro.RunStarted(e, RunInfo{WorkDir: workDir, Model: req.Model})
+		info := RunInfo{WorkDir: workDir, Model: req.Model}
+		if sb, ok := r.backend.(Sandboxed); ok {
+			info.Sandbox = sb.Sandbox(req)
+		}
+		ro.RunStarted(e, info)
 	}
 	// bind records the session, the persona it has seen and its cost so
 	// far. It writes only when something changed: a resumed turn with an

@@ -54,6 +54,8 @@ type State struct {
 	Phase   Phase
 	Elapsed time.Duration
 	Model   string
+	// Sandbox is the CLI's sandbox tier, when it has one (codex).
+	Sandbox string
 	// Tools are every tool call so far, in order.
 	Tools    []Tool
 	Thinking bool
@@ -123,6 +125,9 @@ func header(s State) string {
 	h += " · " + Duration(s.Elapsed)
 	if s.Model != "" {
 		h += " · " + code(oneLine(s.Model, 60))
+	}
+	if s.Sandbox != "" {
+		h += " · sandbox " + code(oneLine(s.Sandbox, 40))
 	}
 	return h
 }

@@ -325,3 +325,10 @@ func TestPacerAfterTheFirstFrame(t *testing.T) {
 		t.Fatalf("Close = %q, frames %q", got, r.got())
 	}
 }
+
+func TestRenderShowsTheSandboxTier(t *testing.T) {
+	got := Render(State{Phase: Running, Elapsed: 3 * time.Second, Model: "gpt-5", Sandbox: "workspace-write"})
+	if first := strings.SplitN(got, "\n", 2)[0]; !strings.HasSuffix(first, "· `gpt-5` · sandbox `workspace-write`") {
+		t.Errorf("header %q: want the sandbox tier after the model", first)
+	}
+}

@@ -130,6 +130,10 @@ type Options struct {
 	// channel's running turn; it reports whether the prompt was written
 	// into that turn (STEER=steer). Such a prompt gets a 📨 instead of ⏳.
 	Steer func(queue.Event) bool
+	// SendNow offers "Send now" (a ⏩ reaction the author can click) on
+	// each prompt that waits behind its channel's running turn
+	// (STEER=queue).
+	SendNow bool
 	// ApprovalTimeout is how long a tool approval waits for an answer
 	// before it is denied; zero means DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
@@ -266,6 +270,8 @@ type mark struct {
 	message discord.MessageID
 	// placed is closed when the reaction call has returned.
 	placed chan struct{}
+	// sendNow is set when the prompt also got the ⏩ "Send now" reaction.
+	sendNow bool
 }
 
 // interaction is a deferred slash command.

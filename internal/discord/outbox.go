@@ -82,9 +82,7 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 	if mk != nil {
 		go func() {
 			<-mk.placed
-			if err := b.client(b.ctx).Unreact(mk.channel, mk.message, waitingEmoji); err != nil {
-				b.log.Debug().Err(err).Str("channel", mk.channel.String()).Msg("could not remove the waiting mark")
-			}
+			b.unmark(mk)
 		}()
 	}
 	var t *turn

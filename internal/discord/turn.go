@@ -389,6 +389,7 @@ func (b *Bot) RunStarted(e queue.Event, info agent.RunInfo) {
 		if t.state.Model == "" {
 			t.state.Model = info.Model
 		}
+		t.state.Sandbox = info.Sandbox
 		t.mu.Unlock()
 	}
 }
@@ -555,9 +556,7 @@ func (b *Bot) dropWaiting(channel discord.ChannelID, by string) (running bool, p
 	go func() {
 		for _, mk := range marks {
 			<-mk.placed
-			if err := b.client(b.ctx).Unreact(mk.channel, mk.message, waitingEmoji); err != nil {
-				b.log.Debug().Err(err).Msg("could not remove the waiting mark")
-			}
+			b.unmark(mk)
 		}
 		for _, in := range pending {
 			b.answerNotice(in, droppedNotice)
@@ -592,7 +591,14 @@ func (b *Bot) onStopPress(_ context.Context, p Press) PressAnswer {
 // onReaction stops a turn when its author (or an allowlisted user) reacts
 // with 🛑 to the prompt or to the card.
 func (b *Bot) onReaction(ev *gateway.MessageReactionAddEvent) {
-	if ev.Emoji.Name != stopEmoji || ev.Emoji.ID.IsValid() || ev.UserID == b.me() || (ev.Member != nil && ev.Member.User.Bot) {
+	if ev.Emoji.ID.IsValid() || ev.UserID == b.me() || (ev.Member != nil && ev.Member.User.Bot) {
+		return
+	}
+	if ev.Emoji.Name == sendNowEmoji {
+		go b.sendNowReaction(ev.ChannelID, ev.MessageID, ev.UserID.String())
+		return
+	}
+	if ev.Emoji.Name != stopEmoji {
 		return
 	}
 	b.mu.Lock()

@@ -664,7 +664,8 @@ func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
 	h.backendCalls(1)
 	second := h.mention(h.channel, "second")
 	reactPath := "/channels/" + h.channel.String() + "/messages/" + second.ID.String() + "/reactions/"
-	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 1 })
+	// ⏳, and ⏩ offering Send now.
+	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 2 })
 	third := h.mention(h.channel, "third")
 	h.fd.Wait(t, "busy notice", waitLong, func() bool {
 		for _, m := range h.fd.BotMessages(h.channel) {
@@ -676,7 +677,7 @@ func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
 	})
 	once.Do(func() { close(release) })
 	h.waitReplies(h.channel, 3)
-	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 1 })
+	h.fd.Wait(t, "marks removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 2 })
 	if n := len(h.backend.Requests()); n != 2 {
 		t.Errorf("%d runs, want 2 (the third was refused)", n)
 	}

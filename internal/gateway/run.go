@@ -91,6 +91,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	var steer func(queue.Event) bool
 	if cfg.Steer == config.SteerInject {
 		dopts.Steer = func(e queue.Event) bool { return steer != nil && steer(e) }
+	} else {
+		dopts.SendNow = true
 	}
 	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
 	if err != nil {

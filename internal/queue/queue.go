@@ -495,3 +495,26 @@ func (h *laneHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return l
 }
+
+// Promote moves event id, waiting in lane, to the front of that lane so
+// that it runs next ("Send now"). It reports false when id is not waiting
+// there (it started, finished or was dropped meanwhile).
+func (q *Queue) Promote(laneName string, id uint64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.lanes[laneName]
+	if l == nil {
+		return false
+	}
+	i := slices.IndexFunc(l.events, func(e Event) bool { return e.ID == id })
+	if i < 0 {
+		return false
+	}
+	e := l.events[i]
+	copy(l.events[1:i+1], l.events[:i])
+	l.events[0] = e
+	if l.index >= 0 {
+		heap.Fix(&q.ready, l.index)
+	}
+	return true
+}

@@ -528,3 +528,46 @@ func TestCancelKeepsTheWaitingAndIgnoresLateCancels(t *testing.T) {
 		t.Errorf("event 2 cause = %v, want none", c)
 	}
 }
+
+func TestPromoteRunsAWaitingEventNext(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1}, func(ctx context.Context, e Event) {
+		started <- struct{}{}
+		if e.Text == "first" {
+			<-release
+		}
+		mu.Lock()
+		order = append(order, e.Text)
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx)
+	var ids []uint64
+	for _, text := range []string{"first", "second", "third", "fourth"} {
+		r, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c", Lane: "c", Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Event.ID)
+	}
+	<-started
+	if !q.Promote("c", ids[3]) {
+		t.Fatal("Promote of a waiting event failed")
+	}
+	if q.Promote("c", ids[0]) || q.Promote("other", ids[1]) {
+		t.Error("Promote of a running event or in another lane succeeded")
+	}
+	close(release)
+	if err := q.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"first", "fourth", "second", "third"}; !slices.Equal(order, want) {
+		t.Errorf("order %q, want %q", order, want)
+	}
+}
