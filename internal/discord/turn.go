@@ -685,7 +685,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func stopNotice(running bool, dropped, waiting int, all bool) string {
 	var s string
 	if running {
-		s = "Stopped the prompt that was running; no process of it is left."
+		s = "Stopped the prompt that was running; nothing of it is still running."
 	} else {
 		s = "Nothing was running in this channel."
 	}

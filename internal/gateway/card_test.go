@@ -279,7 +279,7 @@ func TestStopAHungTurn(t *testing.T) {
 				t.Errorf("stopped card = %q, buttons %v; want the tools kept and no buttons", final.Content, final.Buttons())
 			}
 			if stopCmd != "" {
-				if got := h.answer(stopCmd); got != "Stopped the prompt that was running; no process of it is left." {
+				if got := h.answer(stopCmd); got != "Stopped the prompt that was running; nothing of it is still running." {
 					t.Errorf("/claude-stop answer = %q", got)
 				}
 			}

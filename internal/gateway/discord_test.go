@@ -721,7 +721,7 @@ func TestStopCommandKillsTheRunAndDropsWaitingPrompts(t *testing.T) {
 	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 1 })
 
 	stop := h.fd.InteractOptions(h.channel, h.user, "claude-stop", fakediscord.Option{Name: "all", Type: 5, Value: true})
-	if got := h.answer(stop); got != "Stopped the prompt that was running; no process of it is left. Dropped 1 waiting prompt." {
+	if got := h.answer(stop); got != "Stopped the prompt that was running; nothing of it is still running. Dropped 1 waiting prompt." {
 		t.Errorf("stop answer = %q", got)
 	}
 	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 1 })
@@ -795,7 +795,7 @@ func TestStopAnswersARunningSlashCommand(t *testing.T) {
 			}
 		}
 	}
-	if got := h.answer(stop); got != "Stopped the prompt that was running; no process of it is left." {
+	if got := h.answer(stop); got != "Stopped the prompt that was running; nothing of it is still running." {
 		t.Errorf("stop answer = %q", got)
 	}
 }

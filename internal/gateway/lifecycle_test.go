@@ -54,7 +54,7 @@ func TestHeartbeatDroppedByStopFiresAgain(t *testing.T) {
 	h.fd.Wait(t, "the heartbeat queued", waitLong, func() bool { return strings.Contains(h.logs.String(), "scheduled event enqueued") })
 
 	stop := h.fd.InteractOptions(h.channel, h.user, "claude-stop", fakediscord.Option{Name: "all", Type: 5, Value: true})
-	if got := h.answer(stop); got != "Stopped the prompt that was running; no process of it is left." {
+	if got := h.answer(stop); got != "Stopped the prompt that was running; nothing of it is still running." {
 		t.Errorf("stop answer = %q; a dropped heartbeat is not a waiting prompt", got)
 	}
 	h.fd.Wait(t, "the run to end", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
