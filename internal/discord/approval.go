@@ -64,6 +64,9 @@ type pendingApproval struct {
 	message string
 	// answer gets the first valid press.
 	answer chan agent.Decision
+	// posted is closed once message is known (or the post failed): a
+	// press can arrive before the POST's answer does.
+	posted chan struct{}
 }
 
 // approvals are the open approval messages, by id.
@@ -83,7 +86,7 @@ func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) a
 	if timeout <= 0 {
 		timeout = DefaultApprovalTimeout
 	}
-	p := &pendingApproval{e: e, channel: e.ChannelID, answer: make(chan agent.Decision, 1),
+	p := &pendingApproval{e: e, channel: e.ChannelID, answer: make(chan agent.Decision, 1), posted: make(chan struct{}),
 		view: card.Approval{Tool: a.Tool, Input: a.Input, Description: a.Description, Asker: e.UserID, Timeout: timeout}}
 	b.approvals.mu.Lock()
 	if b.approvals.open == nil {
@@ -106,6 +109,7 @@ func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) a
 	}
 	msg, err := b.postApproval(ctx, e, id, p.view, a.CanRemember)
 	if err != nil {
+		close(p.posted)
 		b.log.Warn().Err(err).Uint64("event", e.ID).Str("tool", a.Tool).Msg(approvalPostFail)
 		return agent.Decision{Verdict: backends.Verdict{Message: "The approval request could not be shown to the user, so this tool call was denied."}, By: "error"}
 	}
@@ -113,6 +117,7 @@ func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) a
 	b.approvals.mu.Lock()
 	p.message = msg
 	b.approvals.mu.Unlock()
+	close(p.posted)
 	if b.opts.Deliveries != nil {
 		b.opts.Deliveries.Delivered(e.ID, chunk, msg)
 		defer b.opts.Deliveries.Delivered(e.ID, chunk, "")
@@ -124,6 +129,9 @@ func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) a
 	case d := <-p.answer:
 		return d // the press's own answer already updated the message
 	case <-timer.Chan():
+		if d, pressed := b.endApproval(id, p); pressed {
+			return d // a press took it as the timer fired
+		}
 		b.closeApproval(p, card.TimedOut, "")
 		return agent.Decision{Verdict: backends.Verdict{Message: deniedByTimeout}, By: "timeout"}
 	case <-ctx.Done():
@@ -191,6 +199,20 @@ func (b *Bot) interactionOf(replyTo string) *interaction {
 	return b.interactions[replyTo]
 }
 
+// endApproval closes approval id to presses. pressed reports that a
+// press had already taken it, with the press's decision (the press has
+// shown it on the message).
+func (b *Bot) endApproval(id uint64, p *pendingApproval) (d agent.Decision, pressed bool) {
+	b.approvals.mu.Lock()
+	_, open := b.approvals.open[id]
+	delete(b.approvals.open, id)
+	b.approvals.mu.Unlock()
+	if open {
+		return agent.Decision{}, false
+	}
+	return <-p.answer, true
+}
+
 // closeApproval edits an unanswered approval message to its end, without
 // buttons; it does not depend on the turn's context.
 func (b *Bot) closeApproval(p *pendingApproval, phase card.ApprovalPhase, by string) {
@@ -205,13 +227,27 @@ func (b *Bot) closeApproval(p *pendingApproval, phase card.ApprovalPhase, by str
 
 // onApprovalPress takes a press on an approval's button: only the prompt's
 // author or an approver may answer, once, while the approval is open.
-func (b *Bot) onApprovalPress(_ context.Context, p Press) PressAnswer {
+func (b *Bot) onApprovalPress(ctx context.Context, p Press) PressAnswer {
 	rest := strings.TrimPrefix(p.ButtonID, approvalButton)
 	idText, answer, _ := strings.Cut(rest, ":")
 	id, err := strconv.ParseUint(idText, 10, 64)
 	b.approvals.mu.Lock()
 	pa := b.approvals.open[id]
-	if err != nil || pa == nil || pa.channel != p.ChannelID || pa.message == "" {
+	if err == nil && pa != nil && pa.message == "" {
+		// Pressed before the POST's answer arrived: wait for the message
+		// id, to check the press is on this approval's message.
+		b.approvals.mu.Unlock()
+		select {
+		case <-pa.posted:
+		case <-ctx.Done():
+		}
+		b.approvals.mu.Lock()
+		pa = b.approvals.open[id]
+	}
+	// The message must be this approval's: ids restart with the process,
+	// and a previous run's approval left with its buttons (its closing
+	// edit failed) must not answer this one.
+	if err != nil || pa == nil || pa.channel != p.ChannelID || pa.message == "" || pa.message != p.MessageID {
 		b.approvals.mu.Unlock()
 		return PressAnswer{Notice: approvalGone}
 	}

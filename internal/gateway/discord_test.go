@@ -192,6 +192,10 @@ func (h *harness) waitReplies(ch discord.ChannelID, n int) []fakediscord.Message
 	return h.fd.BotMessages(ch)
 }
 
+// waitingMark is the ⏳ reaction's part of a reactions path (the fake
+// records paths decoded).
+const waitingMark = "⏳"
+
 func (h *harness) requests(method, prefix string) []fakediscord.Request {
 	var out []fakediscord.Request
 	for _, r := range h.fd.Requests() {
@@ -665,7 +669,7 @@ func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
 	second := h.mention(h.channel, "second")
 	reactPath := "/channels/" + h.channel.String() + "/messages/" + second.ID.String() + "/reactions/"
 	// ⏳, and ⏩ offering Send now.
-	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 2 })
+	h.fd.Wait(t, "waiting marks", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 2 })
 	third := h.mention(h.channel, "third")
 	h.fd.Wait(t, "busy notice", waitLong, func() bool {
 		for _, m := range h.fd.BotMessages(h.channel) {
@@ -718,13 +722,13 @@ func TestStopCommandKillsTheRunAndDropsWaitingPrompts(t *testing.T) {
 	}
 	queued := h.mention(h.channel, "queued")
 	reactPath := "/channels/" + h.channel.String() + "/messages/" + queued.ID.String() + "/reactions/"
-	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath)) == 1 })
+	h.fd.Wait(t, "waiting mark", waitLong, func() bool { return len(h.requests("PUT", reactPath+waitingMark)) == 1 })
 
 	stop := h.fd.InteractOptions(h.channel, h.user, "claude-stop", fakediscord.Option{Name: "all", Type: 5, Value: true})
 	if got := h.answer(stop); got != "Stopped the prompt that was running; nothing of it is still running. Dropped 1 waiting prompt." {
 		t.Errorf("stop answer = %q", got)
 	}
-	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath)) == 1 })
+	h.fd.Wait(t, "mark removed", waitLong, func() bool { return len(h.requests("DELETE", reactPath+waitingMark)) == 1 })
 	h.fd.Wait(t, "the run to end", waitLong, func() bool { return strings.Contains(h.logs.String(), "stopped on request") })
 
 	// The dropped prompt's author is told; the channel works again, and
