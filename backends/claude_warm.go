@@ -46,8 +46,8 @@ type WarmOptions struct {
 	// first, while the sum is over it. Zero means no cap.
 	MemoryCap int64
 	// HangTimeout is how long a busy process may print nothing (while no
-	// approval is pending) before it is killed and the turn retried once
-	// on a fresh process. Zero means no limit.
+	// approval is pending and no tool runs) before it is killed and the
+	// turn retried once on a fresh process. Zero means no limit.
 	HangTimeout time.Duration
 	// InterruptWait is how long a stopped turn waits for claude to answer
 	// its interrupt with a result before the process group is killed.
@@ -311,6 +311,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 	var earlier []Result
 	var garbage garbageLog
 	modelOutput := false
+	tools := 0 // tool calls started and not yet finished
 	pending := map[string]context.CancelCauseFunc{} // approvals waiting for a verdict
 	verdicts := make(chan approvalDone)
 	defer func() {
@@ -369,7 +370,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 			if !ok {
 				return c.ended(ctx, cp, &parser, &garbage, modelOutput, fatal)
 			}
-			if len(pending) == 0 {
+			if len(pending) == 0 && tools == 0 {
 				armHang()
 			}
 			cl, err := parseControl(line)
@@ -417,7 +418,21 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 					if isModelOutput(ev) {
 						modelOutput = true
 					}
+					switch ev.Kind {
+					case EventToolUse:
+						tools++
+					case EventToolResult:
+						tools = max(tools-1, 0)
+					}
 					emit(ev)
+				}
+				if id := parser.SessionID(); id != "" {
+					cp.session = id
+				}
+				if tools > 0 {
+					// A tool runs (a build, a test suite): silence is
+					// expected until its result; QUERY_TIMEOUT_MS bounds it.
+					pauseHang()
 				}
 				if f := parser.Fatal(); f != nil && fatal == nil && ctx.Err() == nil {
 					// A refused key, an unreachable API: claude would retry for
@@ -451,7 +466,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 			if err := cp.write(approvalAnswer(d.c, d.v)); err != nil {
 				cp.log.Debug().Err(err).Msg("could not answer claude's approval request")
 			}
-			if len(pending) == 0 {
+			if len(pending) == 0 && tools == 0 {
 				armHang()
 			}
 		case <-done:

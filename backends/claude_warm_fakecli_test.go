@@ -23,6 +23,7 @@ import (
 //	deaf     init, then nothing at all, interrupts included
 //	die      init, then exit 3
 //	cancel   like ask, but an interrupt withdraws the request (control_cancel_request)
+//	slowtool init, a Bash tool_use, 600 ms of silence, its result, a result
 //	steer    init, then waits for a user message written into the turn, echoes it and answers both
 //
 // Everything it reads and does is appended to FAKE_CLAUDE_DIR/log as
@@ -215,6 +216,14 @@ func runFakeInteractive() int {
 					break
 				}
 			}
+		case "slowtool":
+			// A tool that runs quietly for a while, as a test suite does.
+			emit(map[string]any{"type": "assistant", "session_id": session, "parent_tool_use_id": nil, "message": map[string]any{"id": "m1", "role": "assistant",
+				"content": []any{map[string]any{"type": "tool_use", "id": "toolu_slow", "name": "Bash", "input": map[string]any{"command": "make test"}}}}})
+			time.Sleep(600 * time.Millisecond)
+			emit(map[string]any{"type": "user", "session_id": session, "parent_tool_use_id": nil, "message": map[string]any{"role": "user",
+				"content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_slow", "content": "ok"}}}})
+			result("success", "tests pass", false)
 		case "deaf":
 			logf("deaf")
 			time.Sleep(time.Hour)

@@ -232,6 +232,17 @@ func TestWarmProcessThatHangsIsKilledAndRetried(t *testing.T) {
 	waitFor(t, 10*time.Second, "the hung process to be killed", func() bool { return processGone(pidOf(spawns[0])) })
 }
 
+func TestQuietToolIsNotAHang(t *testing.T) {
+	c, dir := warmClaude(t, "slowtool", WarmOptions{HangTimeout: 200 * time.Millisecond})
+	res, err := c.Run(context.Background(), warmReq("chan-1", ""), nil)
+	if err != nil || res.Text != "tests pass" {
+		t.Fatalf("result %q, %v", res.Text, err)
+	}
+	if n := len(logged(t, dir, " spawn ")); n != 1 {
+		t.Errorf("%d processes: a tool running quietly was taken for a hang", n)
+	}
+}
+
 func TestWarmProcessThatHangsTwiceFails(t *testing.T) {
 	c, _ := warmClaude(t, "deaf,deaf", WarmOptions{HangTimeout: 200 * time.Millisecond})
 	_, err := c.Run(context.Background(), warmReq("chan-1", ""), nil)
