@@ -311,7 +311,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 	var earlier []Result
 	var garbage garbageLog
 	modelOutput := false
-	tools := 0 // tool calls started and not yet finished
+	tools := 0                                      // tool calls started and not yet finished
 	pending := map[string]context.CancelCauseFunc{} // approvals waiting for a verdict
 	verdicts := make(chan approvalDone)
 	defer func() {
