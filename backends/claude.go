@@ -195,8 +195,15 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		return res, nil
 	}
 
+	return res, endedWithoutResult(exit, waitErr, scanErr, stderr, &garbage, out.Skipped)
+}
+
+// endedWithoutResult explains a claude that exited before its result
+// line: root refusing bypassPermissions, or a crash with what it left on
+// stderr and stdout.
+func endedWithoutResult(exit proc.Exit, waitErr, scanErr error, stderr string, garbage *garbageLog, skipped int) *Error {
 	if strings.Contains(stderr, claudeRootRefusal) || strings.Contains(garbage.text(), claudeRootRefusal) {
-		return res, &Error{Kind: KindPermission, Message: rootRefusalMessage, Stderr: stderr}
+		return &Error{Kind: KindPermission, Message: rootRefusalMessage, Stderr: stderr}
 	}
 	msg := fmt.Sprintf("claude ended without a result (%v)", exit)
 	if waitErr != nil {
@@ -208,13 +215,13 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	if g := garbage.text(); g != "" {
 		msg += "; last non-JSON output: " + g
 	}
-	if out.Skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, claudeLineMax)
+	if skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", skipped, claudeLineMax)
 	}
 	if scanErr != nil {
 		scanErr = fmt.Errorf("read claude output: %w", scanErr)
 	}
-	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+	return &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
 }
 
 // claudeArgs builds the command line. The prompt is not on it: it goes to

@@ -551,27 +551,12 @@ func (c *Claude) ended(ctx context.Context, cp *claudeProc, parser *ClaudeParser
 	if ctx.Err() != nil {
 		return turnResult{res: res, err: c.stopError(ctx, parser, cp, modelOutput)}
 	}
-	if strings.Contains(stderr, claudeRootRefusal) || strings.Contains(garbage.text(), claudeRootRefusal) {
-		return turnResult{res: res, err: &Error{Kind: KindPermission, Message: rootRefusalMessage, Stderr: stderr}}
+	e := endedWithoutResult(exit, waitErr, cp.scanErr, stderr, garbage, cp.skipped)
+	if e.Kind == KindPermission {
+		return turnResult{res: res, err: e} // another process would be refused too
 	}
-	msg := fmt.Sprintf("claude ended without a result (%v)", exit)
-	if waitErr != nil {
-		msg += ": " + waitErr.Error()
-	}
-	if last := lastLine(stderr, 300); last != "" {
-		msg += "; stderr: " + last
-	}
-	if g := garbage.text(); g != "" {
-		msg += "; last non-JSON output: " + g
-	}
-	var scanErr error
-	if cp.scanErr != nil {
-		scanErr = fmt.Errorf("read claude output: %w", cp.scanErr)
-	}
-	if cp.skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", cp.skipped, claudeLineMax)
-	}
-	return turnResult{res: res, err: &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: errors.Join(errProcessGone, scanErr), ModelOutput: modelOutput}, retry: true}
+	e.Err, e.ModelOutput = errors.Join(errProcessGone, e.Err), modelOutput
+	return turnResult{res: res, err: e, retry: true}
 }
 
 // ErrCannotSteer is returned by Steer when no turn of the conversation is

@@ -11,7 +11,6 @@ import (
 
 	"github.com/diamondburned/arikawa/v3/api"
 	"github.com/diamondburned/arikawa/v3/discord"
-	"github.com/diamondburned/arikawa/v3/utils/httputil"
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
@@ -172,24 +171,11 @@ func (b *Bot) postApproval(ctx context.Context, e queue.Event, id uint64, view c
 		// A slash command has no message to reply to: name its user.
 		body.AllowedMentions = &api.AllowedMentions{Parse: []api.AllowedMentionType{}, Users: []discord.UserID{discord.UserID(user)}}
 	}
-	for attempt := 1; ; attempt++ {
-		var msg discord.Message
-		err := b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+ch.String()+"/messages", httputil.WithJSONBody(body))
-		if err == nil {
-			return msg.ID.String(), nil
-		}
-		wait, ok := b.retryDelay(err, attempt)
-		if !ok || attempt == buttonAttempts || ctx.Err() != nil {
-			return "", fmt.Errorf("post approval in channel %s: %w", e.ChannelID, err)
-		}
-		t := b.clock.NewTimer(wait)
-		select {
-		case <-t.Chan():
-		case <-ctx.Done():
-			t.Stop()
-			return "", fmt.Errorf("post approval in channel %s: %w", e.ChannelID, ctx.Err())
-		}
+	msg, err := b.postMessage(ctx, ch, body)
+	if err != nil {
+		return "", fmt.Errorf("post approval in channel %s: %w", e.ChannelID, err)
 	}
+	return msg.String(), nil
 }
 
 // interactionOf returns the slash command replyTo names, if it is one.

@@ -227,22 +227,33 @@ func (b *Bot) PostButtons(ctx context.Context, channel, text string, buttons []B
 		},
 		EnforceNonce: true,
 	}
+	id, err := b.postMessage(ctx, ch, body)
+	if err != nil {
+		return "", fmt.Errorf("post buttons in channel %s: %w", channel, err)
+	}
+	return id.String(), nil
+}
+
+// postMessage posts body (a message with an enforced nonce) in ch, trying
+// again (at most buttonAttempts tries) when Discord fails in a way that
+// may pass: the nonce makes a retry post it at most once.
+func (b *Bot) postMessage(ctx context.Context, ch discord.Snowflake, body any) (discord.MessageID, error) {
 	for attempt := 1; ; attempt++ {
 		var msg discord.Message
 		err := b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+ch.String()+"/messages", httputil.WithJSONBody(body))
 		if err == nil {
-			return msg.ID.String(), nil
+			return msg.ID, nil
 		}
 		wait, ok := b.retryDelay(err, attempt)
 		if !ok || attempt == buttonAttempts || ctx.Err() != nil {
-			return "", fmt.Errorf("post buttons in channel %s: %w", channel, err)
+			return 0, err
 		}
 		t := b.clock.NewTimer(wait)
 		select {
 		case <-t.Chan():
 		case <-ctx.Done():
 			t.Stop()
-			return "", fmt.Errorf("post buttons in channel %s: %w (then %w)", channel, err, ctx.Err())
+			return 0, fmt.Errorf("%w (then %w)", err, ctx.Err())
 		}
 	}
 }
