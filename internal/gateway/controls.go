@@ -16,6 +16,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/card"
 	"github.com/agentgateway/gateway/internal/config"
@@ -57,6 +58,8 @@ type controls struct {
 	backend  string
 
 	// Bound after the core and the bot exist.
+	// warm reports the backend's warm processes (claude); nil for others.
+	warm  func() backends.WarmStats
 	bot   *discord.Bot
 	queue *queue.Queue
 
@@ -296,6 +299,10 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 			b.WriteString("Running: nothing")
 		}
 		fmt.Fprintf(&b, " · waiting: %d\n", len(waiting))
+	}
+	if c.warm != nil {
+		w := c.warm()
+		fmt.Fprintf(&b, "Warm agent processes: %d of %d (%d working), %d MB\n", w.Processes, c.cfg.WarmCap(), w.Busy, w.RSSBytes>>20)
 	}
 	if c.ledger != nil {
 		gw, ch := c.ledger.Spent(c.clock.Now(), cmd.ChannelID)

@@ -177,6 +177,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	ctl.sessions, ctl.queue = core.Sessions, core.Queue
 	steer = core.Runtime.Steer
+	if w, ok := core.Backend.(interface{ Warm() backends.WarmStats }); ok && cfg.KeepAlive > 0 {
+		ctl.warm = w.Warm
+	}
 	if core.Backend.Name() != "" {
 		ctl.backend = core.Backend.Name()
 	}
