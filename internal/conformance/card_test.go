@@ -157,13 +157,16 @@ func TestConformanceClaudeCardAndStop(t *testing.T) {
 	if !strings.Contains(receipt.Content, "1 tool") || !strings.Contains(receipt.Content, "$") || strings.Contains(receipt.Content, "estimate") {
 		t.Errorf("receipt = %q; want one tool and a billed cost", receipt.Content)
 	}
-	var answered bool
-	for _, m := range fd.BotMessages(channel) {
-		answered = answered || (m.ID != card.ID && strings.Contains(m.Content, "all good"))
-	}
-	if !answered {
-		t.Fatalf("no answer message: %+v", fd.BotMessages(channel))
-	}
+	// The answer is handed to the outbox before the card becomes its
+	// receipt, and posted right after.
+	fd.Wait(t, "the answer message", 30*time.Second, func() bool {
+		for _, m := range fd.BotMessages(channel) {
+			if m.ID != card.ID && strings.Contains(m.Content, "all good") {
+				return true
+			}
+		}
+		return false
+	})
 
 	// Stop during a hung model API call.
 	hung := fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Take your time.", fd.Bot)
