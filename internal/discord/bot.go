@@ -270,7 +270,12 @@ type mark struct {
 	message discord.MessageID
 	// placed is closed when the reaction call has returned.
 	placed chan struct{}
-	// sendNow is set when the prompt also got the ⏩ "Send now" reaction.
+	// gone is closed (under Bot.mu) when the mark leaves Bot.marks: the
+	// prompt started or was dropped.
+	gone chan struct{}
+	// offered is closed once the ⏩ "Send now" offer was placed, or will
+	// not be; sendNow (guarded by Bot.mu) is set when it was.
+	offered chan struct{}
 	sendNow bool
 }
 

@@ -217,19 +217,15 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		return
 	}
 	if rcpt.Waiting {
-		mk := &mark{channel: m.ChannelID, message: m.ID, placed: make(chan struct{}), sendNow: b.canSendNow()}
+		mk := &mark{channel: m.ChannelID, message: m.ID, placed: make(chan struct{}), gone: make(chan struct{}), offered: make(chan struct{})}
 		b.marks[rcpt.Event.ID] = mk
 		go func() {
 			defer close(mk.placed)
 			if err := b.client(b.ctx).React(mk.channel, mk.message, waitingEmoji); err != nil {
 				log.Warn().Err(err).Msg("could not mark the prompt as waiting")
 			}
-			if mk.sendNow {
-				if err := b.client(b.ctx).React(mk.channel, mk.message, sendNowEmoji); err != nil {
-					log.Debug().Err(err).Msg("could not offer Send now")
-				}
-			}
 		}()
+		go b.offerSendNow(mk)
 	}
 }
 

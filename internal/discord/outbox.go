@@ -78,6 +78,9 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 	b.mu.Lock()
 	mk := b.marks[e.ID]
 	delete(b.marks, e.ID)
+	if mk != nil {
+		close(mk.gone)
+	}
 	b.mu.Unlock()
 	if mk != nil {
 		go func() {

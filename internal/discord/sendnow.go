@@ -1,18 +1,25 @@
 package discord
 
 import (
+	"time"
+
 	"github.com/diamondburned/arikawa/v3/discord"
 
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
 // "Send now" on a prompt waiting behind its channel's running turn
-// (STEER=queue): the prompt gets a ⏩ reaction next to ⏳; when its author
-// clicks it, the running turn is stopped (softly, for claude: its warm
-// process stays) and the prompt runs next. A reaction rather than a
-// message with a button: a message per waiting prompt would fill a busy
-// channel, and 🛑 already works the same way.
+// (STEER=queue): a prompt still waiting after SendNowDelay gets a ⏩
+// reaction next to ⏳; when its author clicks it, the running turn is
+// stopped (softly, for claude: its warm process stays) and the prompt runs
+// next. A reaction rather than a message with a button: a message per
+// waiting prompt would fill a busy channel, and 🛑 already works the same
+// way. The delay keeps the offer off prompts that wait a moment only: a
+// busy gateway would otherwise spend two more reaction calls on each.
 const sendNowEmoji = "⏩"
+
+// SendNowDelay is how long a prompt waits before it is offered Send now.
+const SendNowDelay = 3 * time.Second
 
 // promoter is the Intake's optional ability to run a waiting event next.
 type promoter interface {
@@ -25,12 +32,49 @@ func (b *Bot) canSendNow() bool {
 	return b.opts.SendNow && ok
 }
 
-// unmark removes a prompt's waiting reactions (⏳, and ⏩ if offered).
+// offerSendNow places ⏩ on a waiting prompt once it has waited
+// SendNowDelay, unless it started or was dropped meanwhile.
+func (b *Bot) offerSendNow(mk *mark) {
+	defer close(mk.offered)
+	if !b.canSendNow() {
+		return
+	}
+	t := b.clock.NewTimer(SendNowDelay)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+	case <-mk.gone:
+		return
+	case <-b.ctx.Done():
+		return
+	}
+	<-mk.placed // ⏳ first
+	b.mu.Lock()
+	select {
+	case <-mk.gone:
+		b.mu.Unlock()
+		return
+	default:
+	}
+	mk.sendNow = true
+	b.mu.Unlock()
+	if err := b.client(b.ctx).React(mk.channel, mk.message, sendNowEmoji); err != nil {
+		b.log.Debug().Err(err).Msg("could not offer Send now")
+	}
+}
+
+// unmark removes a prompt's waiting reactions (⏳, and ⏩ if offered),
+// once they are placed.
 func (b *Bot) unmark(mk *mark) {
+	<-mk.placed
+	<-mk.offered
 	if err := b.client(b.ctx).Unreact(mk.channel, mk.message, waitingEmoji); err != nil {
 		b.log.Debug().Err(err).Str("channel", mk.channel.String()).Msg("could not remove the waiting mark")
 	}
-	if mk.sendNow {
+	b.mu.Lock()
+	offered := mk.sendNow
+	b.mu.Unlock()
+	if offered {
 		if err := b.client(b.ctx).Unreact(mk.channel, mk.message, sendNowEmoji); err != nil {
 			b.log.Debug().Err(err).Str("channel", mk.channel.String()).Msg("could not remove the Send now offer")
 		}
