@@ -222,7 +222,9 @@ func (r *Runtime) turnBegins(e queue.Event, key string) func(ok bool) {
 		if r.running[key] == e.ID {
 			delete(r.running, key)
 		}
-		if ok {
+		// Only a turn that took steered prompts is remembered, until they
+		// come up.
+		if ok && slices.Contains(slices.Collect(maps.Values(r.steered)), e.ID) {
 			r.answered[e.ID] = true
 		}
 	}

@@ -91,9 +91,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	var steer func(queue.Event) bool
 	if cfg.Steer == config.SteerInject {
 		dopts.Steer = func(e queue.Event) bool { return steer != nil && steer(e) }
-	} else {
-		dopts.SendNow = true
 	}
+	// A prompt that waits after all (STEER=queue, a CLI that cannot be
+	// steered, a turn about to end) can still be sent now.
+	dopts.SendNow = true
 	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
 	if err != nil {
 		return err
