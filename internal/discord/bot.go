@@ -270,11 +270,15 @@ type mark struct {
 	message discord.MessageID
 	// placed is closed when the reaction call has returned.
 	placed chan struct{}
-	// gone is closed (under Bot.mu) when the mark leaves Bot.marks: the
-	// prompt started or was dropped.
+	// gone is closed (under Bot.mu, by leftLocked) when the mark leaves
+	// Bot.marks: the prompt started or was dropped.
 	gone chan struct{}
-	// offered is closed once the ⏩ "Send now" offer was placed, or will
-	// not be; sendNow (guarded by Bot.mu) is set when it was.
+	// offer fires the ⏩ "Send now" offer after SendNowDelay; nil when
+	// none is made. A timer, not a goroutine per waiting prompt: a busy
+	// gateway has thousands waiting a moment, and their stacks add up.
+	offer clockwork.Timer
+	// offered is closed once the offer was placed, or will not be;
+	// sendNow (guarded by Bot.mu) is set when it was.
 	offered chan struct{}
 	sendNow bool
 }

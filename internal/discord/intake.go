@@ -225,7 +225,11 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 				log.Warn().Err(err).Msg("could not mark the prompt as waiting")
 			}
 		}()
-		go b.offerSendNow(mk)
+		if b.canSendNow() {
+			mk.offer = b.clock.AfterFunc(SendNowDelay, func() { b.offerSendNow(mk) })
+		} else {
+			close(mk.offered)
+		}
 	}
 }
 

@@ -79,7 +79,7 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 	mk := b.marks[e.ID]
 	delete(b.marks, e.ID)
 	if mk != nil {
-		close(mk.gone)
+		mk.leftLocked()
 	}
 	b.mu.Unlock()
 	if mk != nil {

@@ -32,22 +32,10 @@ func (b *Bot) canSendNow() bool {
 	return b.opts.SendNow && ok
 }
 
-// offerSendNow places ⏩ on a waiting prompt once it has waited
-// SendNowDelay, unless it started or was dropped meanwhile.
+// offerSendNow places ⏩ on a prompt that has waited SendNowDelay, unless
+// it started or was dropped meanwhile. It runs when mk.offer fires.
 func (b *Bot) offerSendNow(mk *mark) {
 	defer close(mk.offered)
-	if !b.canSendNow() {
-		return
-	}
-	t := b.clock.NewTimer(SendNowDelay)
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-	case <-mk.gone:
-		return
-	case <-b.ctx.Done():
-		return
-	}
 	<-mk.placed // ⏳ first
 	b.mu.Lock()
 	select {
@@ -60,6 +48,15 @@ func (b *Bot) offerSendNow(mk *mark) {
 	b.mu.Unlock()
 	if err := b.client(b.ctx).React(mk.channel, mk.message, sendNowEmoji); err != nil {
 		b.log.Debug().Err(err).Msg("could not offer Send now")
+	}
+}
+
+// leftLocked marks mk as gone from Bot.marks (b.mu held): an offer not yet
+// made is called off.
+func (mk *mark) leftLocked() {
+	close(mk.gone)
+	if mk.offer != nil && mk.offer.Stop() {
+		close(mk.offered) // offerSendNow will not run
 	}
 }
 

@@ -540,7 +540,7 @@ func (b *Bot) dropWaiting(channel discord.ChannelID, by string) (running bool, p
 		if mk := b.marks[e.ID]; mk != nil {
 			marks = append(marks, mk)
 			delete(b.marks, e.ID)
-			close(mk.gone)
+			mk.leftLocked()
 		}
 		if in := b.interactions[e.ReplyTo]; in != nil {
 			pending = append(pending, in)
