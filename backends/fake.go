@@ -13,6 +13,10 @@ import (
 type Fake struct {
 	// Respond, if set, produces the turn instead of the echo.
 	Respond func(ctx context.Context, req Request, emit func(Event)) (Result, error)
+	// Forget keeps no record of the requests (Requests returns none), for
+	// measurements of the gateway's own memory: a record holds each
+	// request's prompt and approver.
+	Forget bool
 
 	mu       sync.Mutex // guards requests and sessions
 	requests []Request
@@ -26,9 +30,11 @@ func (f *Fake) Name() string { return "fake" }
 
 // Run implements Backend.
 func (f *Fake) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	f.mu.Unlock()
+	if !f.Forget {
+		f.mu.Lock()
+		f.requests = append(f.requests, req)
+		f.mu.Unlock()
+	}
 	if emit == nil {
 		emit = func(Event) {}
 	}

@@ -36,7 +36,7 @@ func runChild() error {
 		fmt.Fprintf(out, format, args...)
 		mu.Unlock()
 	}
-	backend := &backends.Fake{Respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+	backend := &backends.Fake{Forget: true, Respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
 		start := time.Now().UnixNano()
 		res := backends.Result{SessionID: "bench-session", Text: "ok " + lastLine(req.Prompt), CostUSD: 0.0001, Turns: 1}
 		emit(backends.Event{Kind: backends.EventInit, SessionID: res.SessionID})

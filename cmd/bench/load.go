@@ -241,7 +241,7 @@ func throughput(n int, durable bool) (eventsPerSec float64, inboxBytes int64, er
 		return 0, 0, err
 	}
 	var wg sync.WaitGroup
-	opts := gateway.CoreOptions{Backend: &backends.Fake{}, Replier: countingReplier{wg: &wg}}
+	opts := gateway.CoreOptions{Backend: &backends.Fake{Forget: true}, Replier: countingReplier{wg: &wg}}
 	var in *inbox.Inbox
 	if durable {
 		if in, err = gateway.OpenInbox(cfg); err != nil {
