@@ -347,6 +347,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 	var interruptC <-chan time.Time
 	interrupted := false
 	stoppedByDenial := false // answered "deny and stop"
+	ownEchoed := false       // claude echoed the turn's own prompt
 	var fatal *Error
 	interrupt := func(why string) {
 		if interrupted {
@@ -406,7 +407,11 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 				}
 			default:
 				if text, ok := replayedText(line); ok {
-					cp.taken(text)
+					if text == req.Prompt && !ownEchoed {
+						ownEchoed = true // the turn's own prompt, not a steered one
+					} else {
+						cp.taken(text)
+					}
 					continue
 				}
 				events, err := parser.Parse(line)
