@@ -47,7 +47,7 @@ var defaults = map[string]string{
 	// Empty: as many as MAX_CONCURRENT_QUERIES.
 	EnvMaxWarm:         "",
 	EnvWarmMemoryMB:    "0",
-	EnvHangTimeout:     "5m",
+	EnvHangTimeout:     "90s",
 	EnvSteer:           SteerQueue,
 	EnvApprovalTimeout: "10m",
 	EnvScheduledTools:  ScheduledToolsDeny,
