@@ -207,6 +207,12 @@ func (r *Runtime) Steer(e queue.Event) bool {
 	return true
 }
 
+// Forget drops what the runtime keeps about e when e leaves the queue
+// without running (dropped by a stop or at shutdown).
+func (r *Runtime) Forget(e queue.Event) {
+	r.answeredWithin(e)
+}
+
 // turnBegins records that e's turn runs on its session key, and returns
 // the function that records its end.
 func (r *Runtime) turnBegins(e queue.Event, key string) func(ok bool) {

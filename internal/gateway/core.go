@@ -203,9 +203,16 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		MaxDepth:      cfg.MaxQueueDepth,
 		MaxPerLane:    cfg.MaxChannelQueue,
 		MaxConcurrent: cfg.MaxConcurrent,
-		Left:          opts.Left,
-		Journal:       opts.Journal,
-		StartID:       opts.StartID,
+		Left: func(e queue.Event, fate queue.Fate) {
+			if fate != queue.Ran {
+				rt.Forget(e) // dropped before it ran: no steering record stays
+			}
+			if opts.Left != nil {
+				opts.Left(e, fate)
+			}
+		},
+		Journal: opts.Journal,
+		StartID: opts.StartID,
 	}, handle)
 	return &Core{Queue: q, Runtime: rt, Sessions: sessions, Backend: backend}, nil
 }
