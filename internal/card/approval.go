@@ -44,6 +44,9 @@ type Approval struct {
 	By string
 	// Timeout is how long the question stays open.
 	Timeout time.Duration
+	// WorkDir is where the agent works: file paths inside it are shown
+	// relative to it, as on the turn card.
+	WorkDir string
 }
 
 // Limits of an approval message's parts, so that the whole stays within
@@ -65,7 +68,7 @@ func RenderApproval(a Approval) string {
 	if d := safeInline(oneLine(a.Description, maxDescription)); d != "" && a.Phase == Asking {
 		b.WriteString("-# " + d + "\n")
 	}
-	b.WriteString(approvalDetail(a.Tool, a.Input))
+	b.WriteString(approvalDetail(a.Tool, a.Input, a.WorkDir))
 	if a.Phase == Asking && a.Timeout > 0 {
 		fmt.Fprintf(&b, "\n-# Denied automatically if nobody answers within %s.", Duration(a.Timeout))
 	}
@@ -103,10 +106,11 @@ func approvalHeader(a Approval) string {
 
 // approvalDetail shows what the call would do: Bash's command, an edit as
 // a short diff, a new file's first lines, else the input.
-func approvalDetail(tool string, raw json.RawMessage) string {
+func approvalDetail(tool string, raw json.RawMessage, workDir string) string {
 	var in map[string]any
 	_ = json.Unmarshal(raw, &in)
 	str := func(k string) string { s, _ := in[k].(string); return s }
+	fileLine := func(path string) string { return fileLine(relative(path, workDir)) }
 	switch {
 	case str("command") != "":
 		return codeBlock("sh", cut(str("command"), maxApprovalDetail))

@@ -19,6 +19,8 @@ func TestRenderApproval(t *testing.T) {
 			[]string{"🔐 <@42>, the agent wants to use `Bash`. Allow it?", "```sh\nrm -rf build\n```", "within 10m"}},
 		{"edit diff", Approval{Phase: Allowed, By: "7", Tool: "Edit", Input: json.RawMessage(`{"file_path":"/w/a.go","old_string":"x := 1","new_string":"x := 2"}`)},
 			[]string{"✅ Allowed by <@7>: `Edit`", "File: `/w/a.go`", "-x := 1\n+x := 2"}},
+		{"path inside the work dir is relative", Approval{Tool: "Edit", WorkDir: "/srv/app", Input: json.RawMessage(`{"file_path":"/srv/app/cmd/main.go","old_string":"a","new_string":"b"}`)},
+			[]string{"File: `cmd/main.go`"}},
 		{"write", Approval{Phase: TimedOut, Tool: "Write", Input: json.RawMessage(`{"file_path":"/w/n.md","content":"# N\nhi"}`)},
 			[]string{"⌛ Denied: nobody answered in time", "+# N\n+hi"}},
 		{"fence in command", Approval{Tool: "Bash", Input: json.RawMessage("{\"command\":\"echo ```\"}")},

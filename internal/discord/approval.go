@@ -85,8 +85,15 @@ func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) a
 	if timeout <= 0 {
 		timeout = DefaultApprovalTimeout
 	}
+	t := b.turnOf(e.ID)
+	workDir := ""
+	if t != nil {
+		t.mu.Lock()
+		workDir = t.workDir
+		t.mu.Unlock()
+	}
 	p := &pendingApproval{e: e, channel: e.ChannelID, answer: make(chan agent.Decision, 1), posted: make(chan struct{}),
-		view: card.Approval{Tool: a.Tool, Input: a.Input, Description: a.Description, Asker: e.UserID, Timeout: timeout}}
+		view: card.Approval{Tool: a.Tool, Input: a.Input, Description: a.Description, Asker: e.UserID, Timeout: timeout, WorkDir: workDir}}
 	b.approvals.mu.Lock()
 	if b.approvals.open == nil {
 		b.approvals.open = map[uint64]*pendingApproval{}
@@ -101,7 +108,6 @@ func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) a
 		b.approvals.mu.Unlock()
 	}()
 
-	t := b.turnOf(e.ID)
 	if t != nil {
 		t.waitingFor(a.Tool)
 		defer t.waitingFor("")
