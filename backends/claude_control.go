@@ -79,8 +79,6 @@ type controlLine struct {
 	Suggestions json.RawMessage
 	// Error is an error response's message.
 	Error string
-	// Response is a success response's payload.
-	Response json.RawMessage
 }
 
 // parseControl reads one stdout line. It returns controlNone for lines
@@ -134,15 +132,14 @@ func parseControl(line []byte) (controlLine, error) {
 		return controlLine{Kind: controlCancel, RequestID: l.RequestID}, nil
 	case "control_response":
 		var r struct {
-			Subtype   string          `json:"subtype"`
-			RequestID string          `json:"request_id"`
-			Response  json.RawMessage `json:"response"`
-			Error     string          `json:"error"`
+			Subtype   string `json:"subtype"`
+			RequestID string `json:"request_id"`
+			Error     string `json:"error"`
 		}
 		if err := json.Unmarshal(orNull(l.Response), &r); err != nil {
 			return controlLine{}, fmt.Errorf("claude control response: %w", err)
 		}
-		return controlLine{Kind: controlResponse, RequestID: r.RequestID, Subtype: r.Subtype, Error: r.Error, Response: r.Response}, nil
+		return controlLine{Kind: controlResponse, RequestID: r.RequestID, Subtype: r.Subtype, Error: r.Error}, nil
 	}
 	return controlLine{}, nil
 }

@@ -277,7 +277,7 @@ func (c *Claude) runInteractive(ctx context.Context, req Request, emit func(Even
 		cp = nil
 	}
 	if cp == nil {
-		if cp, err = c.spawn(req, approvals); err != nil {
+		if cp, err = c.spawn(bin, req, approvals); err != nil {
 			return Result{}, err
 		}
 		c.pool.add(cp)
@@ -293,7 +293,7 @@ func (c *Claude) runInteractive(ctx context.Context, req Request, emit func(Even
 			Dur("after", c.clock().Since(started)).Msg("claude process failed during a turn; retrying once on a fresh process")
 		emit(Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 1,
 			Err: &Error{Kind: KindCrashed, Message: "the agent's process stopped responding; retrying on a fresh one"}})
-		if cp, err = c.spawn(req, approvals); err != nil {
+		if cp, err = c.spawn(bin, req, approvals); err != nil {
 			return out.res, err
 		}
 		c.pool.add(cp)

@@ -134,11 +134,7 @@ func settingsKey(bin string, req Request, approvals bool) string {
 
 // spawn starts an interactive claude for req. The process is not in the
 // pool yet.
-func (c *Claude) spawn(req Request, approvals bool) (*claudeProc, error) {
-	bin, err := c.binary()
-	if err != nil {
-		return nil, err
-	}
+func (c *Claude) spawn(bin string, req Request, approvals bool) (*claudeProc, error) {
 	if err := checkWorkDir(req.WorkDir); err != nil {
 		return nil, err
 	}

@@ -230,10 +230,21 @@ func (r *Runtime) turnBegins(e queue.Event, key string) func(ok bool) {
 		}
 		// Only a turn that took steered prompts is remembered, until they
 		// come up.
-		if ok && slices.Contains(slices.Collect(maps.Values(r.steered)), e.ID) {
+		if ok && r.steeredIntoLocked(e.ID) {
 			r.answered[e.ID] = true
 		}
 	}
+}
+
+// steeredIntoLocked reports whether a waiting prompt was written into event
+// id's turn (r.steerMu held).
+func (r *Runtime) steeredIntoLocked(id uint64) bool {
+	for _, into := range r.steered {
+		if into == id {
+			return true
+		}
+	}
+	return false
 }
 
 // answeredWithin reports whether e was written into a turn that answered
@@ -249,7 +260,7 @@ func (r *Runtime) answeredWithin(e queue.Event) (into uint64, ok bool) {
 	ok = r.answered[into]
 	// Only waiting events can still name it; they are behind it in the
 	// lane and come up right after it, so the record goes with the last.
-	if !slices.Contains(slices.Collect(maps.Values(r.steered)), into) {
+	if !r.steeredIntoLocked(into) {
 		delete(r.answered, into)
 	}
 	return into, ok

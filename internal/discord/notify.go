@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/diamondburned/arikawa/v3/api"
 	"github.com/diamondburned/arikawa/v3/discord"
-	"github.com/diamondburned/arikawa/v3/utils/httputil"
 
 	"github.com/agentgateway/gateway/internal/queue"
 )
@@ -45,22 +43,8 @@ func (b *Bot) Notify(ctx context.Context, e queue.Event, tag, text string, retry
 		}
 		body.Components = row
 	}
-	for attempt := 1; ; attempt++ {
-		var msg discord.Message
-		err := b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+channel.String()+"/messages", httputil.WithJSONBody(body))
-		if err == nil {
-			return nil
-		}
-		wait, ok := b.retryDelay(err, attempt)
-		if !ok || attempt == buttonAttempts || ctx.Err() != nil {
-			return fmt.Errorf("notice in channel %s: %w", e.ChannelID, err)
-		}
-		t := b.clock.NewTimer(wait)
-		select {
-		case <-t.Chan():
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("notice in channel %s: %w", e.ChannelID, ctx.Err())
-		}
+	if _, err := b.postMessage(ctx, channel, body); err != nil {
+		return fmt.Errorf("notice in channel %s: %w", e.ChannelID, err)
 	}
+	return nil
 }
