@@ -55,10 +55,24 @@ type Event struct {
 	// SessionKey picks the session binding; empty means ChannelID. Events
 	// without either run in a fresh session that is not kept.
 	SessionKey string
+	// Author is the display name of a message's author (the archive
+	// shows it); UserID stays the identity.
+	Author string `json:",omitempty"`
+	// Attachments are the files attached to a prompt, fetched when its
+	// turn runs.
+	Attachments []Attachment `json:",omitempty"`
 	// Key identifies the source event (a Discord message or interaction
 	// id, a webhook delivery, a scheduled run), so that a durable journal
 	// can refuse the same source event twice. Empty: never de-duplicated.
 	Key string
+}
+
+// Attachment is a file attached to a prompt, as Discord describes it.
+type Attachment struct {
+	Name        string `json:"name"`
+	URL         string `json:"url"`
+	ContentType string `json:"content_type,omitempty"`
+	Size        int64  `json:"size"`
 }
 
 // lane returns the lane the event runs in.

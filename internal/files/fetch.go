@@ -1,0 +1,300 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// Defaults of a Fetcher.
+const (
+	DefaultMaxFile  = 25 << 20
+	DefaultMaxTotal = 50 << 20
+	// InlineLimit is the largest text file whose content goes into the
+	// prompt as well as onto disk.
+	InlineLimit = 64 << 10
+	// MaxImageBlock is the largest image handed to the model as an image
+	// (the Anthropic API refuses images over 5 MB once base64-encoded).
+	MaxImageBlock = 3_750_000
+)
+
+// DiscordCDNs are the origins Discord serves attachments from.
+var DiscordCDNs = []string{"https://cdn.discordapp.com", "https://media.discordapp.net"}
+
+// Fetcher downloads the files attached to a prompt. Only URLs on one of
+// Origins are fetched, redirects included, and never with credentials:
+// an attachment's URL comes from whoever wrote the message.
+type Fetcher struct {
+	Client *http.Client
+	// Origins are the allowed scheme://host[:port] prefixes.
+	Origins []string
+	// MaxFile and MaxTotal bound one file and all files of a message.
+	MaxFile, MaxTotal int64
+}
+
+// NewFetcher returns a Fetcher for Discord's CDNs and, when apiBase is
+// set (DISCORD_API_BASE_URL: a proxy, or the fake Discord of the tests),
+// its origin too.
+func NewFetcher(apiBase string, maxFile, maxTotal int64) *Fetcher {
+	origins := append([]string(nil), DiscordCDNs...)
+	if u, err := url.Parse(apiBase); err == nil && u.Host != "" {
+		origins = append(origins, u.Scheme+"://"+u.Host)
+	}
+	f := &Fetcher{Origins: origins, MaxFile: maxFile, MaxTotal: maxTotal}
+	f.Client = &http.Client{CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		if !f.allowed(req.URL) {
+			return errForeignHost
+		}
+		return nil
+	}}
+	return f
+}
+
+var errForeignHost = errors.New("not on Discord's servers")
+
+// File is one attachment after fetching.
+type File struct {
+	queue.Attachment
+	// Path is where it was saved; empty when it was not.
+	Path string
+	// MediaType is the type it was saved as (from Discord, else sniffed).
+	MediaType string
+	// Text is the content of a small text file, for the prompt.
+	Text string
+	// Problem says, in words for the user, why it was not saved.
+	Problem string
+}
+
+// Image reports whether f is an image a model can look at.
+func (f File) Image() bool {
+	switch f.MediaType {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return f.Path != ""
+	}
+	return false
+}
+
+// Fetch saves the attachments in dir (created if needed), each under its
+// SafeName; the n-th file of one name gets "-n" before its extension. A
+// file already there with the expected size is kept (the prompt runs again
+// after a restart); any other file of that name is never overwritten. A
+// file that cannot be fetched has its Problem set; the others are still
+// fetched.
+func (f *Fetcher) Fetch(ctx context.Context, dir string, list []queue.Attachment) []File {
+	out := make([]File, len(list))
+	var total int64
+	seen := map[string]int{}
+	for i, a := range list {
+		out[i] = File{Attachment: a}
+		name := SafeName(a.Name)
+		seen[name]++
+		if n := seen[name]; n > 1 {
+			name = numbered(name, n)
+		}
+		u, err := url.Parse(a.URL)
+		switch {
+		case err != nil || !f.allowed(u):
+			out[i].Problem = "not fetched: its link is not on Discord's servers"
+			continue
+		case f.MaxFile > 0 && a.Size > f.MaxFile:
+			out[i].Problem = fmt.Sprintf("not fetched: %s is over the %s limit per file", byteSize(a.Size), byteSize(f.MaxFile))
+			continue
+		case f.MaxTotal > 0 && total+a.Size > f.MaxTotal:
+			out[i].Problem = fmt.Sprintf("not fetched: the files of this message are over the %s limit together", byteSize(f.MaxTotal))
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			out[i].Problem = "not saved: the gateway could not create a folder for it"
+			continue
+		}
+		path, size, err := f.save(ctx, dir, name, a, f.limit(total))
+		if err != nil {
+			out[i].Problem = problem(err, f.MaxFile)
+			continue
+		}
+		total += size
+		out[i].Path, out[i].Size = path, size
+		out[i].MediaType = mediaType(a, path)
+		if size <= InlineLimit && textual(out[i].MediaType) {
+			if data, err := os.ReadFile(path); err == nil && utf8.Valid(data) && !strings.ContainsRune(string(data), 0) {
+				out[i].Text = string(data)
+			}
+		}
+	}
+	return out
+}
+
+// limit is how many bytes the next file may have.
+func (f *Fetcher) limit(total int64) int64 {
+	l := f.MaxFile
+	if f.MaxTotal > 0 && (l <= 0 || f.MaxTotal-total < l) {
+		l = f.MaxTotal - total
+	}
+	return l
+}
+
+func (f *Fetcher) allowed(u *url.URL) bool {
+	if u == nil || u.User != nil {
+		return false
+	}
+	origin := strings.ToLower(u.Scheme + "://" + u.Host)
+	for _, o := range f.Origins {
+		if strings.EqualFold(origin, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// errTooLarge is a download that went past its limit.
+var errTooLarge = errors.New("too large")
+
+// save downloads a into dir as name, or a numbered variant when another
+// file has that name, and returns the path and size.
+func (f *Fetcher) save(ctx context.Context, dir, name string, a queue.Attachment, limit int64) (string, int64, error) {
+	for n := 1; n < 100; n++ {
+		candidate := name
+		if n > 1 {
+			candidate = numbered(name, n)
+		}
+		path := filepath.Join(dir, candidate)
+		st, err := os.Lstat(path)
+		if err == nil {
+			if st.Mode().IsRegular() && a.Size > 0 && st.Size() == a.Size {
+				return path, st.Size(), nil // saved by an earlier run of this prompt
+			}
+			continue
+		}
+		size, err := f.download(ctx, dir, path, a.URL, limit)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return path, size, err
+	}
+	return "", 0, errors.New("too many files of that name")
+}
+
+// download fetches url into a temp file and links it to path, which must
+// not exist yet.
+func (f *Fetcher) download(ctx context.Context, dir, path, rawURL string, limit int64) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := f.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	if limit > 0 && resp.ContentLength > limit {
+		return 0, errTooLarge
+	}
+	tmp, err := os.CreateTemp(dir, ".download-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	body := io.Reader(resp.Body)
+	if limit > 0 {
+		body = io.LimitReader(resp.Body, limit+1)
+	}
+	n, err := io.Copy(tmp, body)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if limit > 0 && n > limit {
+		return 0, errTooLarge
+	}
+	// A link, unlike a rename, fails when path exists: nothing is
+	// overwritten.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// problem says why a download failed, in words for the user; no URL or
+// server path.
+func problem(err error, maxFile int64) string {
+	var uerr *url.Error
+	switch {
+	case errors.Is(err, errTooLarge):
+		return fmt.Sprintf("not fetched: it is over the size limit (%s per file)", byteSize(maxFile))
+	case errors.Is(err, errForeignHost):
+		return "not fetched: its link led off Discord's servers"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "not fetched: the turn ended before the download finished"
+	case errors.As(err, &uerr):
+		return "not fetched: Discord's file server could not be reached"
+	case strings.HasPrefix(err.Error(), "HTTP "):
+		return "not fetched: Discord's file server answered " + err.Error()
+	}
+	return "not saved: the gateway could not write it to disk"
+}
+
+// mediaType is the attachment's type as Discord gave it, else guessed
+// from its name, else from its first bytes.
+func mediaType(a queue.Attachment, path string) string {
+	if mt, _, err := mime.ParseMediaType(a.ContentType); err == nil && mt != "" && mt != "application/octet-stream" {
+		return mt
+	}
+	if mt := mime.TypeByExtension(strings.ToLower(filepath.Ext(a.Name))); mt != "" {
+		mt, _, _ = mime.ParseMediaType(mt)
+		return mt
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return "application/octet-stream"
+	}
+	defer fh.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(fh, head)
+	mt, _, _ := mime.ParseMediaType(http.DetectContentType(head[:n]))
+	return mt
+}
+
+// textual reports whether a media type is text a prompt can carry.
+func textual(mt string) bool {
+	if strings.HasPrefix(mt, "text/") {
+		return true
+	}
+	switch mt {
+	case "application/json", "application/xml", "application/yaml", "application/x-yaml",
+		"application/toml", "application/javascript", "application/x-sh", "application/sql":
+		return true
+	}
+	return false
+}
+
+// byteSize writes n bytes for people: 812 B, 4.2 KB, 25 MB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<10))) + " KB"
+	default:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MB"
+	}
+}
+
+func trimZero(s string) string { return strings.TrimSuffix(s, ".0") }
