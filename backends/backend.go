@@ -47,10 +47,26 @@ type Request struct {
 	// session key). A CLI that can keep its process between turns (claude)
 	// keeps it for the next turn with the same key; empty means none.
 	Key string
+	// Images are image files the user attached, for CLIs that take images
+	// with the prompt (claude with stream-json input). The prompt names
+	// their paths too, so every CLI can open them with its own tools.
+	Images []Image
+	// Isolated runs the CLI without the user's own MCP servers and
+	// settings, for CLIs that can (claude: --strict-mcp-config and
+	// --setting-sources project,local): the last step before giving up on
+	// a CLI that does not start.
+	Isolated bool
 	// Approve, if set, is asked about every tool call the CLI wants
 	// permission for, for CLIs that can ask (claude, in the permission
 	// modes that ask). Nil leaves it to the CLI's own rules.
 	Approve ApproveFunc
+}
+
+// Image is an image file for the model to look at.
+type Image struct {
+	Path string
+	// MediaType is image/png, image/jpeg, image/gif or image/webp.
+	MediaType string
 }
 
 // EventKind says what an Event carries.

@@ -251,8 +251,15 @@ func claudeArgs(req Request, systemPromptFile string) []string {
 	for _, dir := range req.AddDirs {
 		args = append(args, "--add-dir", dir)
 	}
+	if req.Isolated {
+		args = append(args, "--strict-mcp-config", "--setting-sources", "project,local")
+	}
 	return args
 }
+
+// Isolates reports that claude can run without the user's MCP servers and
+// settings (Request.Isolated).
+func (c *Claude) Isolates() bool { return true }
 
 // binary resolves the CLI to run.
 func (c *Claude) binary() (string, error) {

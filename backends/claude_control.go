@@ -3,9 +3,14 @@ package backends
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+
+	"github.com/rs/zerolog"
 )
 
 // Approval is a CLI's request to run a tool that needs the user's consent
@@ -164,6 +169,64 @@ func userMessage(text string) []byte {
 		"message": map[string]any{"role": "user", "content": text},
 	})
 	return append(b, '\n')
+}
+
+// maxImageBytes is the largest image sent as an image block: the
+// Anthropic API refuses images over 5 MB once base64-encoded.
+const maxImageBytes = 3_750_000
+
+// userMessageWithImages is userMessage with the images as image content
+// blocks after the text, the way the Messages API takes them. An image
+// that cannot be read or is too large is left out: the prompt names its
+// path, so the agent can still open it.
+func userMessageWithImages(text string, images []Image, log zerolog.Logger) []byte {
+	if len(images) == 0 {
+		return userMessage(text)
+	}
+	content := []any{map[string]any{"type": "text", "text": text}}
+	for _, img := range images {
+		data, err := readImage(img.Path)
+		if err != nil {
+			log.Info().Err(err).Str("media_type", img.MediaType).Msg("image not sent as an image; the prompt names its path")
+			continue
+		}
+		content = append(content, map[string]any{
+			"type":   "image",
+			"source": map[string]any{"type": "base64", "media_type": img.MediaType, "data": base64.StdEncoding.EncodeToString(data)},
+		})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"type":    "user",
+		"message": map[string]any{"role": "user", "content": content},
+	})
+	return append(b, '\n')
+}
+
+// bareError is err without the path an *os.PathError carries: logs
+// name no server paths.
+func bareError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// readImage reads an image for an image block.
+func readImage(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open the image: %w", bareError(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxImageBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the image: %w", bareError(err))
+	}
+	if len(data) > maxImageBytes {
+		return nil, fmt.Errorf("the image is over %d bytes", maxImageBytes)
+	}
+	return data, nil
 }
 
 // controlRequestLine is a request from the gateway (interrupt, set_model):

@@ -288,7 +288,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 	if cp.exited.Load() {
 		return turnResult{err: errProcessGone, retry: true}
 	}
-	if err := cp.write(userMessage(req.Prompt)); err != nil {
+	if err := cp.write(userMessageWithImages(req.Prompt, req.Images, cp.log)); err != nil {
 		cp.log.Debug().Err(err).Msg("could not write the prompt")
 		return turnResult{err: errProcessGone, retry: true}
 	}
@@ -656,6 +656,19 @@ func replayedText(line []byte) (string, bool) {
 	var text string
 	if json.Unmarshal(l.Message.Content, &text) == nil {
 		return text, true
+	}
+	// A prompt with images is a list of blocks; its text block is the
+	// prompt.
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(l.Message.Content, &blocks) == nil {
+		for _, b := range blocks {
+			if b.Type == "text" {
+				return b.Text, true
+			}
+		}
 	}
 	return "", true
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/session"
@@ -113,6 +115,29 @@ type CostRecorder interface {
 	Spent(e queue.Event, out Outcome, took time.Duration)
 }
 
+// FileReplier is an optional ability of a Replier: it delivers a reply
+// with files attached (the agent's outbox). text may be empty.
+type FileReplier interface {
+	ReplyWithFiles(ctx context.Context, e queue.Event, text string, attached []files.Outgoing) error
+}
+
+// AttachmentFetcher saves the files attached to a prompt in dir.
+type AttachmentFetcher interface {
+	Fetch(ctx context.Context, dir string, list []queue.Attachment) []files.File
+}
+
+// History gives a channel's recent conversation, as a marked section for
+// the first prompt of a new session ("" for none).
+type History interface {
+	RecentContext(channelID string) string
+}
+
+// ExchangeRecorder is told about every finished event (the conversation
+// archive).
+type ExchangeRecorder interface {
+	Exchange(e queue.Event, out Outcome, took time.Duration)
+}
+
 // SessionMover is an optional ability of a backend whose CLI keeps
 // sessions per working directory (claude): it makes session id, last used
 // in from, resumable in to.
@@ -143,6 +168,18 @@ type Options struct {
 	// Admit, if set, decides whether an event may run at all (budgets);
 	// a refused event is not run, and Admit has told whoever needs to know.
 	Admit func(ctx context.Context, e queue.Event) bool
+	// Attachments, if set, fetches the files attached to prompts into
+	// the working directory's .gateway/attachments.
+	Attachments AttachmentFetcher
+	// Outbox, if set, bounds the files a reply takes from the working
+	// directory's .gateway/outbox; nil leaves the outbox alone.
+	Outbox *files.Limits
+	// History, if set, gives the first prompt of a channel's new session
+	// (after a reset, or a session that could not be resumed) the
+	// channel's recent conversation.
+	History History
+	// Exchanges, if set, is told about every finished event.
+	Exchanges ExchangeRecorder
 	// ScheduledToolsAllowed answers the tool approvals of events nobody
 	// can be asked about (heartbeats, cron jobs, hooks, webhooks): allow
 	// when set, deny otherwise (SCHEDULED_TOOLS_POLICY).
@@ -301,6 +338,12 @@ type Outcome struct {
 	Stopped bool
 	// Refused is set when Admit refused the event: it did not run.
 	Refused bool
+	// Tools are the names of the tools the agent called, in order.
+	Tools []string
+	// Attachments are the prompt's files as fetched.
+	Attachments []files.File
+	// Files are the files the reply carries from the agent's outbox.
+	Files []files.Outgoing
 }
 
 // HeartbeatOKToken is what a heartbeat check answers when there is nothing
@@ -378,12 +421,15 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		// (or sends the next prompt, judged against the budget) sees it.
 		r.opts.Costs.Spent(e, out, time.Since(started))
 	}
-	quiet := e.Kind == queue.KindHeartbeat && out.Err == nil && HeartbeatOK(out.Reply)
+	quiet := e.Kind == queue.KindHeartbeat && out.Err == nil && HeartbeatOK(out.Reply) && len(out.Files) == 0
 	repeated := r.repeatedFailure(e, out.Err)
-	if out.Reply != "" && e.ChannelID != "" && !quiet && !repeated {
-		if err := r.out.Reply(ctx, e, out.Reply); err != nil {
-			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Msg("reply not delivered")
+	if (out.Reply != "" || len(out.Files) > 0) && e.ChannelID != "" && !quiet && !repeated {
+		if err := r.deliver(ctx, e, out); err != nil {
+			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Int("files", len(out.Files)).Msg("reply not delivered")
 		}
+	}
+	if r.opts.Exchanges != nil {
+		r.opts.Exchanges.Exchange(e, out, time.Since(started))
 	}
 	if f, ok := r.out.(Finisher); ok {
 		f.Finished(e, out)
@@ -417,6 +463,22 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 	return out
 }
 
+// deliver hands the reply to the Replier, with the outbox's files when it
+// can take them; otherwise the files are named.
+func (r *Runtime) deliver(ctx context.Context, e queue.Event, out Outcome) error {
+	if len(out.Files) == 0 {
+		return r.out.Reply(ctx, e, out.Reply)
+	}
+	if fr, ok := r.out.(FileReplier); ok {
+		return fr.ReplyWithFiles(ctx, e, out.Reply, out.Files)
+	}
+	names := make([]string, len(out.Files))
+	for i, f := range out.Files {
+		names[i] = f.Name
+	}
+	return r.out.Reply(ctx, e, strings.TrimSpace(out.Reply+"\n\n_(Files in the outbox: "+strings.Join(names, ", ")+".)_"))
+}
+
 // repeatedFailure tracks the scheduled checks and jobs that fail: the
 // first failure is posted, the ones after it only logged, until a run
 // succeeds again. A check that fails every interval would otherwise post
@@ -448,12 +510,12 @@ func deniedNote(tools []string) string {
 
 // turn runs the agent once, or twice when a stale session has to be replaced.
 func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) Outcome {
-	files, err := r.persona.Load(log)
+	personaFiles, err := r.persona.Load(log)
 	if err != nil {
 		log.Error().Err(err).Msg("load persona")
 		return Outcome{Err: err, Reply: userError(e, err)}
 	}
-	p, release, err := r.prompts.acquire(files)
+	p, release, err := r.prompts.acquire(personaFiles)
 	if err != nil {
 		log.Error().Err(err).Msg("write system prompt file")
 		return Outcome{Err: err, Reply: userError(e, err)}
@@ -469,32 +531,172 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 			return Outcome{Err: fmt.Errorf("channel project: %w", ErrProjectGone), Reply: projectGoneReply}
 		}
 	}
+	workDir := r.workDir(set)
+	in := &runInput{prompt: e.Text}
+	var fetched []files.File
+	if len(e.Attachments) > 0 && r.opts.Attachments != nil {
+		fetched = r.fetch(ctx, e, workDir, in, log)
+	}
 	binding, resume, epoch := r.binding(key)
 	var out Outcome
 	defer func(end func(bool)) { end(out.Err == nil) }(r.turnBegins(e, key))
-	res, err := r.run(ctx, e, p, set, key, epoch, binding, resume, log)
+	res, err := r.run(ctx, e, in, p, set, key, epoch, binding, resume, log)
 	out = Outcome{Result: res, Err: err}
-	if resume && errors.Is(err, backends.ErrStaleSession) {
+	switch {
+	case resume && errors.Is(err, backends.ErrStaleSession):
 		// DESIGN decision 11: the CLI forgot the session. Drop the binding
 		// and run the turn again as a fresh session, once.
 		log.Warn().Str("session", binding.SessionID).Msg("stale session: starting a fresh one")
-		if _, derr := r.sessions.Delete(key); derr != nil {
-			log.Error().Err(derr).Msg("drop stale session")
-		}
-		_, _, epoch = r.sessions.Current(key)
-		res, err = r.run(ctx, e, p, set, key, epoch, session.Binding{}, false, log)
+		epoch = r.dropSession(key, log)
+		res, err = r.run(ctx, e, in, p, set, key, epoch, session.Binding{}, false, log)
 		out = Outcome{Result: res, Err: err, Healed: true}
+	case err != nil && !in.started && ctx.Err() == nil && ladderHelps(err):
+		out = r.ladder(ctx, e, in, p, set, key, epoch, binding, resume, err, log)
 	}
+	out.Tools, out.Attachments = in.tools, fetched
 	if out.Err != nil {
 		out.Reply = userError(e, out.Err)
-		return out
+	} else {
+		out.Reply = out.Result.Text
+		if strings.TrimSpace(out.Reply) == "" && e.Kind == queue.KindMessage {
+			out.Reply = "_(The agent finished without writing a reply.)_"
+		}
+		if out.Healed {
+			out.Reply = "_(The earlier conversation in this channel could not be resumed, so this answer starts a new session.)_\n\n" + out.Reply
+		}
 	}
-	out.Reply = res.Text
-	if strings.TrimSpace(out.Reply) == "" && e.Kind == queue.KindMessage {
-		out.Reply = "_(The agent finished without writing a reply.)_"
+	if note := files.Problems(fetched); note != "" {
+		out.Reply = note + "\n\n" + out.Reply
 	}
-	if out.Healed {
-		out.Reply = "_(The earlier conversation in this channel could not be resumed, so this answer starts a new session.)_\n\n" + out.Reply
+	if r.opts.Outbox != nil && e.ChannelID != "" && ctx.Err() == nil {
+		// Stopped or cut short turns leave the outbox for the next one.
+		collected, err := files.Collect(workDir, e.ID, *r.opts.Outbox)
+		if err != nil {
+			log.Error().Err(withoutPath(err)).Msg("could not take the files of the outbox")
+		}
+		out.Files = collected.Files
+		if note := collected.Note(); note != "" {
+			out.Reply = strings.TrimSpace(out.Reply + "\n\n" + note)
+		}
+		if len(collected.Files)+len(collected.Skipped) > 0 {
+			log.Info().Int("files", len(collected.Files)).Strs("skipped", collected.Skipped).Msg("files taken from the outbox for the reply")
+		}
+	}
+	return out
+}
+
+// runInput is what a turn gives the CLI, and what the runs of the turn
+// saw.
+type runInput struct {
+	prompt string
+	images []backends.Image
+	// isolated runs the CLI without the user's MCP servers and settings.
+	isolated bool
+	// started is set once a run produced any event; tools collects the
+	// tools called over all runs.
+	started bool
+	tools   []string
+}
+
+// fetch saves the event's attachments under the working directory and
+// tells the agent about them in the prompt: paths, and images as images
+// for CLIs that take them.
+func (r *Runtime) fetch(ctx context.Context, e queue.Event, workDir string, in *runInput, log zerolog.Logger) []files.File {
+	dir := filepath.Join(workDir, files.AttachmentsDir, attachmentFolder(e))
+	fetched := r.opts.Attachments.Fetch(ctx, dir, e.Attachments)
+	saved := 0
+	for _, f := range fetched {
+		switch {
+		case f.Path == "":
+			log.Warn().Str("file", files.SafeName(f.Name)).Int64("size", f.Size).Str("problem", f.Problem).Msg("attachment not fetched")
+		case f.Image():
+			in.images = append(in.images, backends.Image{Path: f.Path, MediaType: f.MediaType})
+			saved++
+		default:
+			saved++
+		}
+	}
+	log.Info().Int("attachments", len(fetched)).Int("saved", saved).Msg("attachments fetched")
+	in.prompt = strings.TrimRight(in.prompt, "\n") + "\n\n" + files.Note(fetched, workDir)
+	return fetched
+}
+
+// attachmentFolder names the folder of an event's attachments: the
+// message's id, or the event's when it has none.
+func attachmentFolder(e queue.Event) string {
+	id := strings.TrimPrefix(e.ReplyTo, "interaction:")
+	if id == "" || strings.Trim(id, "0123456789") != "" {
+		return "event-" + strconv.FormatUint(e.ID, 10)
+	}
+	return id
+}
+
+// dropSession forgets key's session binding and returns the epoch of the
+// conversation that follows.
+func (r *Runtime) dropSession(key string, log zerolog.Logger) session.Epoch {
+	if _, err := r.sessions.Delete(key); err != nil {
+		log.Error().Err(err).Msg("drop the session binding")
+	}
+	_, _, epoch := r.sessions.Current(key)
+	return epoch
+}
+
+// ladderHelps reports whether running again can help a CLI that exited
+// before it produced anything: not when the binary is missing, the key
+// refused, the model API down or busy, or the turn out of time.
+func ladderHelps(err error) bool {
+	var be *backends.Error
+	if !errors.As(err, &be) {
+		return false // not the CLI's failure (the gateway's own, or a test's)
+	}
+	switch be.Kind {
+	case backends.KindCrashed, backends.KindExecution, backends.KindInvalid, backends.KindPermission, backends.KindAPI:
+		return true
+	}
+	return false
+}
+
+// ladder runs a turn whose CLI exited before it produced any event again,
+// in steps that each take away one more possible cause (seed 003): the
+// same run once more (a passing fault), then without resuming the session
+// (a session file the CLI cannot load), then, for CLIs that can, without
+// the user's own MCP servers and settings. It stops at the first run that
+// produces anything, or at an error no step can help, and returns the
+// last run's outcome.
+func (r *Runtime) ladder(ctx context.Context, e queue.Event, in *runInput, p *prompt, set session.Settings, key string,
+	epoch session.Epoch, binding session.Binding, resume bool, err error, log zerolog.Logger) Outcome {
+	_, isolates := r.backend.(interface{ Isolates() bool })
+	steps := []string{"again"}
+	if resume {
+		steps = append(steps, "without_resume")
+	}
+	if isolates {
+		steps = append(steps, "without_user_settings")
+	}
+	out := Outcome{Err: err}
+	for _, step := range steps {
+		log.Warn().Str("step", step).Str("error_kind", string(backends.KindOf(out.Err))).
+			Msg("the agent CLI exited before it started; trying again")
+		switch step {
+		case "without_resume":
+			epoch, binding, resume = r.dropSession(key, log), session.Binding{}, false
+			out.Healed = true
+		case "without_user_settings":
+			in.isolated = true
+		}
+		res, err := r.run(ctx, e, in, p, set, key, epoch, binding, resume, log)
+		out.Result, out.Err = res, err
+		if err == nil || in.started || ctx.Err() != nil || !ladderHelps(err) {
+			break
+		}
+	}
+	ev := log.Info()
+	if out.Err != nil {
+		ev = log.Warn().Str("error_kind", string(backends.KindOf(out.Err)))
+	}
+	ev.Bool("started", in.started).Bool("ok", out.Err == nil).Msg("retry ladder finished")
+	if out.Err != nil {
+		out.Healed = false
 	}
 	return out
 }
@@ -538,9 +740,9 @@ func (r *Runtime) binding(key string) (session.Binding, bool, session.Epoch) {
 }
 
 // run performs one backend call and keeps the session binding current.
-func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session.Settings, key string, epoch session.Epoch,
+func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *prompt, set session.Settings, key string, epoch session.Epoch,
 	binding session.Binding, resume bool, log zerolog.Logger) (backends.Result, error) {
-	prompt := e.Text
+	prompt := in.prompt
 	hashes := p.hashes
 	systemText, systemFile := p.text, p.path
 	if set.SystemPrompt != "" {
@@ -569,6 +771,13 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 		if binding.Persona[channelSection] != hashes[channelSection] {
 			prompt = channelNote(set.SystemPrompt) + prompt
 		}
+	} else if r.opts.History != nil && key != "" && e.Kind == queue.KindMessage && e.ChannelID != "" {
+		// A new session of a channel that talked before (a reset, or a
+		// session that could not be resumed): the recent exchanges,
+		// marked as such, keep the thread.
+		if recent := r.opts.History.RecentContext(e.ChannelID); recent != "" {
+			prompt = recent + "\n\n" + prompt
+		}
 	}
 	workDir := r.workDir(set)
 	req := backends.Request{
@@ -582,6 +791,8 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 		MaxTurns:         r.opts.MaxTurns,
 		Key:              key,
 		Approve:          r.approver(e, log),
+		Images:           in.images,
+		Isolated:         in.isolated,
 	}
 	if filepath.Clean(workDir) != filepath.Clean(r.opts.ConfigDir) {
 		// memory.md stays in CONFIG_DIR, outside the project.
@@ -636,12 +847,14 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, p *prompt, set session
 		toolUsed, ended = r.opts.Turns.TurnStarted(e)
 	}
 	res, err := r.backend.Run(ctx, req, func(ev backends.Event) {
+		in.started = true
 		switch ev.Kind {
 		case backends.EventInit:
 			bind(ev.SessionID, binding.SessionCostUSD) // R6.1: bind as soon as the CLI names the session
 		case backends.EventToolUse:
 			if ev.Tool != nil {
 				toolUsed(ev.Tool.Name)
+				in.tools = append(in.tools, ev.Tool.Name)
 			}
 		case backends.EventToolResult:
 			if err := mem.Observe(); err != nil {

@@ -172,7 +172,7 @@ type SeenStore interface {
 // did not take it within the delivery window), but not when the bot stopped
 // with the reply still pending: a restart delivers that one.
 type DeliveryLog interface {
-	Replied(event uint64, text string) error
+	Replied(event uint64, text string, files []string) error
 	Delivered(event uint64, chunk int, messageID string)
 	Settled(event uint64, delivered bool)
 }

@@ -171,18 +171,21 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		return
 	}
 	prompt := Prompt(m.Content, botID.String(), b.names(m))
-	if prompt == "" {
+	files := queueAttachments(m.Attachments)
+	if prompt == "" && len(files) == 0 {
 		go b.notice(m.ChannelID, m.ID, emptyPrompt)
 		return
 	}
 	e := queue.Event{
-		Kind:      queue.KindMessage,
-		Source:    Source,
-		ChannelID: m.ChannelID.String(),
-		Text:      prompt,
-		UserID:    m.Author.ID.String(),
-		ReplyTo:   m.ID.String(),
-		Key:       MessageKey(m.ID.String()),
+		Kind:        queue.KindMessage,
+		Source:      Source,
+		ChannelID:   m.ChannelID.String(),
+		Text:        withAttachments(prompt, files),
+		UserID:      m.Author.ID.String(),
+		Author:      displayName(m.Author, member),
+		ReplyTo:     m.ID.String(),
+		Key:         MessageKey(m.ID.String()),
+		Attachments: files,
 	}
 	if m.GuildID.IsValid() {
 		e.GuildID = m.GuildID.String()
@@ -508,6 +511,7 @@ func (b *Bot) registerCommands(app discord.AppID) {
 			Description: "Ask the agent",
 			Options: discord.CommandOptions{
 				&discord.StringOption{OptionName: "prompt", Description: "What to ask", Required: true},
+				&discord.AttachmentOption{OptionName: "file", Description: "A file for the agent to look at (a screenshot, a log)"},
 			},
 		},
 		{
@@ -588,7 +592,8 @@ func (b *Bot) reset(ev *gateway.InteractionCreateEvent) {
 // waits for the deferral before it edits the response.
 func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.CommandInteraction, user discord.UserID) {
 	prompt := slashPromptText(cmd)
-	if prompt == "" {
+	files := slashAttachments(cmd)
+	if prompt == "" && len(files) == 0 {
 		go b.respond(ev, emptyPrompt, true)
 		return
 	}
@@ -602,13 +607,17 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	}
 	key := "interaction:" + ev.ID.String()
 	e := queue.Event{
-		Kind:      queue.KindMessage,
-		Source:    Source,
-		ChannelID: ev.ChannelID.String(),
-		Text:      prompt,
-		UserID:    user.String(),
-		ReplyTo:   key,
-		Key:       "discord:" + key,
+		Kind:        queue.KindMessage,
+		Source:      Source,
+		ChannelID:   ev.ChannelID.String(),
+		Text:        withAttachments(prompt, files),
+		UserID:      user.String(),
+		ReplyTo:     key,
+		Key:         "discord:" + key,
+		Attachments: files,
+	}
+	if u := ev.Sender(); u != nil {
+		e.Author = displayName(*u, ev.Member)
 	}
 	if ev.GuildID.IsValid() {
 		e.GuildID = ev.GuildID.String()
@@ -650,6 +659,42 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 // its prompt option (property 4).
 func slashPromptText(cmd *discord.CommandInteraction) string {
 	return cmd.Options.Find("prompt").String()
+}
+
+// slashAttachments is the file of a /claude command's file option, as
+// Discord resolved it.
+func slashAttachments(cmd *discord.CommandInteraction) []queue.Attachment {
+	id, err := cmd.Options.Find("file").SnowflakeValue()
+	if err != nil || !id.IsValid() {
+		return nil
+	}
+	a, ok := cmd.Resolved.Attachments[discord.AttachmentID(id)]
+	if !ok {
+		return nil
+	}
+	return queueAttachments([]discord.Attachment{a})
+}
+
+// queueAttachments describes a message's attachments for its event.
+func queueAttachments(list []discord.Attachment) []queue.Attachment {
+	var out []queue.Attachment
+	for _, a := range list {
+		out = append(out, queue.Attachment{Name: a.Filename, URL: string(a.URL), ContentType: a.ContentType, Size: int64(a.Size)})
+	}
+	return out
+}
+
+// withAttachments is the prompt of a message with files: a message with
+// only files asks the agent to look at them.
+func withAttachments(prompt string, files []queue.Attachment) string {
+	switch {
+	case prompt != "" || len(files) == 0:
+		return prompt
+	case len(files) == 1:
+		return "See the attached file."
+	default:
+		return "See the attached files."
+	}
 }
 
 // respond answers an interaction at once with a short message.

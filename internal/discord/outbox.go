@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/diamondburned/arikawa/v3/api"
 	"github.com/diamondburned/arikawa/v3/discord"
@@ -19,7 +20,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/agent"
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/reply"
 )
 
 // noPings allows no mention to ping: not @everyone, not roles, not users
@@ -173,7 +176,14 @@ const (
 // (5xx, network, 429 after its Retry-After) for DeliveryWindow, logging the
 // reply as pending; then, or at once for any other refusal, it is dropped
 // and logged with its length.
-func (b *Bot) Reply(_ context.Context, e queue.Event, text string) error {
+func (b *Bot) Reply(ctx context.Context, e queue.Event, text string) error {
+	return b.ReplyWithFiles(ctx, e, text, nil)
+}
+
+// ReplyWithFiles is Reply with files from the agent's outbox attached to
+// its last message (agent.FileReplier). The files are recorded with the
+// reply, so a restart that finishes the delivery attaches them too.
+func (b *Bot) ReplyWithFiles(_ context.Context, e queue.Event, text string, attached []files.Outgoing) error {
 	b.stopTyping(e.ID)
 	if t := b.turnOf(e.ID); t != nil {
 		// The card stops changing before the answer goes out: a slash
@@ -184,12 +194,16 @@ func (b *Bot) Reply(_ context.Context, e queue.Event, text string) error {
 	if err != nil {
 		return fmt.Errorf("reply to event %d: invalid channel id %q", e.ID, e.ChannelID)
 	}
-	parts := planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit)
+	parts := withFiles(planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit), attached)
 	if len(parts) == 0 {
 		return nil
 	}
 	if b.opts.Deliveries != nil {
-		if err := b.opts.Deliveries.Replied(e.ID, text); err != nil {
+		paths := make([]string, len(attached))
+		for i, f := range attached {
+			paths[i] = f.Path
+		}
+		if err := b.opts.Deliveries.Replied(e.ID, text, paths); err != nil {
 			b.log.Error().Err(err).Uint64("event", e.ID).Msg("could not record the reply before delivering it; a restart now may post it again")
 		}
 	}
@@ -201,12 +215,21 @@ func (b *Bot) Reply(_ context.Context, e queue.Event, text string) error {
 // as delivered on, with the nonces the previous run used, so a message
 // Discord took just before a crash is not posted twice. A slash command's
 // reply goes to its channel (the interaction's token did not survive).
-func (b *Bot) Resume(e queue.Event, text string, delivered map[int]string) error {
+func (b *Bot) Resume(e queue.Event, text string, paths []string, delivered map[int]string) error {
 	channel, err := discord.ParseSnowflake(e.ChannelID)
 	if err != nil {
 		return fmt.Errorf("resume reply to event %d: invalid channel id %q", e.ID, e.ChannelID)
 	}
-	parts := planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit)
+	var attached []files.Outgoing
+	for _, path := range paths {
+		f, err := files.Taken(path)
+		if err != nil {
+			b.log.Warn().Uint64("event", e.ID).Err(withoutPath(err)).Msg("a file of the reply is gone; the reply goes without it")
+			continue
+		}
+		attached = append(attached, f)
+	}
+	parts := withFiles(planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit), attached)
 	next := 0
 	for next < len(parts) {
 		if _, ok := delivered[next]; !ok {
@@ -618,17 +641,18 @@ func (b *Bot) takeInteraction(key string) *interaction {
 // post sends one message in a channel with an enforced nonce and no pings,
 // its file (if any) uploaded with it, and returns the message's id.
 func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string) (discord.MessageID, error) {
+	p = loaded(p, b.log)
 	body := messageCreate{
 		Content:         p.content,
 		Nonce:           nonce,
 		EnforceNonce:    true,
 		AllowedMentions: noPings(ref.IsValid()),
-		Attachments:     attachments(p.file),
+		Attachments:     attachments(p.files),
 	}
 	if ref.IsValid() {
 		body.MessageReference = &messageReference{MessageID: ref}
 	}
-	opts, err := withBody(body, p.file)
+	opts, err := withBody(body, p.files)
 	if err != nil {
 		return 0, err
 	}
@@ -640,8 +664,9 @@ func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.M
 // webhookSend edits an interaction's original response (original) or
 // posts a follow-up, with no pings, and returns the message's id.
 func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p part) (discord.MessageID, error) {
-	body := webhookMessage{Content: p.content, AllowedMentions: noPings(false), Attachments: attachments(p.file)}
-	opts, err := withBody(body, p.file)
+	p = loaded(p, b.log)
+	body := webhookMessage{Content: p.content, AllowedMentions: noPings(false), Attachments: attachments(p.files)}
+	opts, err := withBody(body, p.files)
 	if err != nil {
 		return 0, err
 	}
@@ -654,17 +679,19 @@ func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p
 	return msg.ID, err
 }
 
-func attachments(f *file) []attachmentRef {
-	if f == nil {
-		return nil
+func attachments(fs []file) []attachmentRef {
+	refs := make([]attachmentRef, len(fs))
+	for i, f := range fs {
+		refs[i] = attachmentRef{ID: i, Filename: f.name}
 	}
-	return []attachmentRef{{ID: 0, Filename: f.name}}
+	return refs
 }
 
-// withBody encodes a message: JSON, or with a file multipart/form-data
-// with payload_json and files[0], as Discord takes uploads.
-func withBody(payload any, f *file) ([]httputil.RequestOption, error) {
-	if f == nil {
+// withBody encodes a message: JSON, or with files multipart/form-data
+// with payload_json and files[n], as Discord takes uploads. A file of the
+// agent's outbox is read now, checked again (files.Read).
+func withBody(payload any, fs []file) ([]httputil.RequestOption, error) {
+	if len(fs) == 0 {
 		return []httputil.RequestOption{httputil.WithJSONBody(payload)}, nil
 	}
 	pj, err := json.Marshal(payload)
@@ -680,14 +707,16 @@ func withBody(payload any, f *file) ([]httputil.RequestOption, error) {
 	if err == nil {
 		_, err = w.Write(pj)
 	}
-	if err == nil {
+	for i, f := range fs {
+		if err != nil {
+			break
+		}
 		h = textproto.MIMEHeader{}
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files[0]"; filename=%q`, f.name))
-		h.Set("Content-Type", "text/markdown; charset=utf-8")
-		w, err = mw.CreatePart(h)
-	}
-	if err == nil {
-		_, err = w.Write(f.data)
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="files[%d]"; filename=%q`, i, f.name))
+		h.Set("Content-Type", f.contentType())
+		if w, err = mw.CreatePart(h); err == nil {
+			_, err = w.Write(f.data)
+		}
 	}
 	if err == nil {
 		err = mw.Close()
@@ -699,6 +728,33 @@ func withBody(payload any, f *file) ([]httputil.RequestOption, error) {
 		httputil.WithContentType(mw.FormDataContentType()),
 		httputil.WithBody(io.NopCloser(&buf)),
 	}, nil
+}
+
+// loaded reads the outbox files of a message just before it is posted,
+// checking each again (files.Read): one the agent changed, removed or
+// turned into a link outside its directory since is left out, and the
+// message says so.
+func loaded(p part, log zerolog.Logger) part {
+	var kept []file
+	var lost []string
+	for _, f := range p.files {
+		if f.out != nil && f.data == nil {
+			data, err := files.Read(f.out.Path, f.out.Root, f.out.Size)
+			if err != nil {
+				log.Warn().Str("file", f.name).Err(withoutPath(err)).Msg("outbox file left out of the reply")
+				lost = append(lost, f.name)
+				continue
+			}
+			f.data = data
+		}
+		kept = append(kept, f)
+	}
+	p.files = kept
+	if note := "_(Could not attach " + strings.Join(lost, ", ") + ": changed or removed before it was sent.)_"; len(lost) > 0 &&
+		utf8.RuneCountInString(p.content)+utf8.RuneCountInString(note) < reply.DiscordLimit {
+		p.content = strings.TrimSpace(p.content + "\n" + note)
+	}
+	return p
 }
 
 // scrub removes an interaction token (it appears in webhook URLs) from an

@@ -2,10 +2,13 @@ package discord
 
 import (
 	"fmt"
+	"mime"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/reply"
 )
 
@@ -21,23 +24,54 @@ const AnswerFile = "answer.md"
 // part is one Discord message of a reply.
 type part struct {
 	content string
-	// file, if set, is attached to the message.
-	file *file
+	// files are attached to the message.
+	files []file
 }
 
-// file is an attachment.
+// file is an attachment: data, or a file of the agent's outbox read when
+// the message is posted (it may be large; the outbox holds only its path).
 type file struct {
 	name string
 	data []byte
+	out  *files.Outgoing
+}
+
+// contentType is the type the file is uploaded with.
+func (f file) contentType() string {
+	if f.out == nil {
+		return "text/markdown; charset=utf-8"
+	}
+	if t := mime.TypeByExtension(filepath.Ext(f.name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
 }
 
 // size is what a part holds in memory, for the outbox's bound.
 func (p part) size() int {
 	n := len(p.content)
-	if p.file != nil {
-		n += len(p.file.data)
+	for _, f := range p.files {
+		n += len(f.data)
 	}
 	return n
+}
+
+// withFiles attaches the outbox's files to a reply's parts: to its last
+// message when that has room (Discord takes MaxFilesPerMessage files per
+// message), else to a message of their own.
+func withFiles(parts []part, out []files.Outgoing) []part {
+	if len(out) == 0 {
+		return parts
+	}
+	fs := make([]file, len(out))
+	for i := range out {
+		fs[i] = file{name: out[i].Name, out: &out[i]}
+	}
+	if n := len(parts); n > 0 && len(parts[n-1].files)+len(fs) <= files.MaxFilesPerMessage {
+		parts[n-1].files = append(parts[n-1].files, fs...)
+		return parts
+	}
+	return append(parts, part{files: fs})
 }
 
 // planReply cuts an answer into the messages that carry it: split at
@@ -70,7 +104,7 @@ func planReply(text string, max, uploadLimit int) []part {
 	}
 	return append(parts, part{
 		content: cutNotice(total, utf8.RuneCountInString(data), uploadLimit),
-		file:    &file{name: AnswerFile, data: []byte(data)},
+		files:   []file{{name: AnswerFile, data: []byte(data)}},
 	})
 }
 

@@ -46,7 +46,7 @@ func TestPlanReplyCapsMessagesAndAttachesTheAnswer(t *testing.T) {
 				if n := utf8.RuneCountInString(p.content); n == 0 || n > reply.DiscordLimit {
 					t.Errorf("message %d has %d characters", i, n)
 				}
-				if p.file != nil && i != len(parts)-1 {
+				if len(p.files) > 0 && i != len(parts)-1 {
 					t.Errorf("message %d of %d has a file; only the last may", i, len(parts))
 				}
 			}
@@ -55,8 +55,8 @@ func TestPlanReplyCapsMessagesAndAttachesTheAnswer(t *testing.T) {
 			}
 			last := parts[len(parts)-1]
 			if tt.file == "" {
-				if last.file != nil {
-					t.Fatalf("a reply that fits has a file (%d bytes)", len(last.file.data))
+				if len(last.files) > 0 {
+					t.Fatalf("a reply that fits has a file (%d bytes)", len(last.files[0].data))
 				}
 				var b strings.Builder
 				for _, p := range parts {
@@ -67,17 +67,17 @@ func TestPlanReplyCapsMessagesAndAttachesTheAnswer(t *testing.T) {
 				}
 				return
 			}
-			if last.file == nil {
-				t.Fatal("a capped reply attaches no file")
+			if len(last.files) != 1 {
+				t.Fatalf("a capped reply attaches %d files, want 1", len(last.files))
 			}
-			if last.file.name != AnswerFile {
-				t.Errorf("file name = %q, want %q", last.file.name, AnswerFile)
+			if last.files[0].name != AnswerFile {
+				t.Errorf("file name = %q, want %q", last.files[0].name, AnswerFile)
 			}
-			if string(last.file.data) != tt.file {
-				t.Errorf("file holds %d bytes, want %d", len(last.file.data), len(tt.file))
+			if string(last.files[0].data) != tt.file {
+				t.Errorf("file holds %d bytes, want %d", len(last.files[0].data), len(tt.file))
 			}
-			if len(last.file.data) > tt.upload {
-				t.Errorf("file of %d bytes is over the upload limit %d", len(last.file.data), tt.upload)
+			if len(last.files[0].data) > tt.upload {
+				t.Errorf("file of %d bytes is over the upload limit %d", len(last.files[0].data), tt.upload)
 			}
 			if !strings.Contains(last.content, tt.notice) {
 				t.Errorf("last message = %q, want it to contain %q", last.content, tt.notice)
@@ -98,7 +98,7 @@ func TestPlanReplyCutsTheFileAtACharacter(t *testing.T) {
 	text := strings.Repeat("日本語のテキスト", 2000) // no line breaks; 3-byte runes
 	for limit := 1000; limit < 1010; limit++ {
 		parts := planReply(text, 1, limit)
-		data := parts[0].file.data
+		data := parts[0].files[0].data
 		if len(data) > limit || !utf8.Valid(data) || !strings.HasPrefix(text, string(data)) {
 			t.Fatalf("limit %d: file of %d bytes, valid UTF-8 %v", limit, len(data), utf8.Valid(data))
 		}

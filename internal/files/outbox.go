@@ -168,6 +168,24 @@ func check(path, root string, lim Limits) (int64, string) {
 	return st.Size(), ""
 }
 
+// Taken describes again a file Collect took, from its path (recorded
+// with a reply a restart delivers).
+func Taken(path string) (Outgoing, error) {
+	dir, _, ok := strings.Cut(path, string(filepath.Separator)+SentDir+string(filepath.Separator))
+	if !ok {
+		return Outgoing{}, fmt.Errorf("%s is not in an outbox's sent folder", filepath.Base(path))
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return Outgoing{}, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return Outgoing{}, err
+	}
+	return Outgoing{Name: filepath.Base(path), Path: path, Size: st.Size(), Root: root}, nil
+}
+
 // Read returns the content of a file Collect took, at most max bytes,
 // checking again that it is a regular file inside root: the agent can
 // still change the working directory after Collect looked.

@@ -127,11 +127,11 @@ func (d *durable) SaveSeen(batch []discord.SeenMessage) error {
 }
 
 // Replied implements discord.DeliveryLog.
-func (d *durable) Replied(event uint64, text string) error {
+func (d *durable) Replied(event uint64, text string, files []string) error {
 	d.mu.Lock()
 	d.replied[event] = true
 	d.mu.Unlock()
-	return d.in.Replied(event, text)
+	return d.in.Replied(event, text, files...)
 }
 
 // Delivered implements discord.DeliveryLog.
@@ -261,7 +261,7 @@ const (
 type resumer struct {
 	d       *durable
 	notify  notifier
-	deliver func(e queue.Event, text string, delivered map[int]string) error
+	deliver func(e queue.Event, text string, files []string, delivered map[int]string) error
 	log     zerolog.Logger
 }
 
@@ -278,7 +278,7 @@ func (r *resumer) run(ctx context.Context, p resumePlan) {
 		}
 	}
 	for _, en := range p.deliver {
-		if err := r.deliver(en.Event, en.Reply, en.Delivered); err != nil {
+		if err := r.deliver(en.Event, en.Reply, en.Files, en.Delivered); err != nil {
 			r.log.Error().Err(err).Uint64("event", en.Event.ID).Msg("could not resume the delivery of a reply")
 		}
 	}

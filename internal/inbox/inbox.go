@@ -92,6 +92,8 @@ type Entry struct {
 	ToolStarted bool `json:"tool_started,omitempty"`
 	// Reply is the reply text, kept so a restart can finish delivering it.
 	Reply string `json:"reply,omitempty"`
+	// Files are the paths of the files the reply carries.
+	Files []string `json:"files,omitempty"`
 	// Delivered maps a reply's message index to its Discord message id.
 	Delivered map[int]string `json:"delivered,omitempty"`
 	Updated   time.Time      `json:"updated"`
@@ -319,7 +321,7 @@ func (in *Inbox) apply(r record) error {
 	case recTool:
 		e.ToolStarted = true
 	case recReply:
-		e.Reply = r.Text
+		e.Reply, e.Files = r.Text, r.Files
 	case recDeliver:
 		if e.Delivered == nil {
 			e.Delivered = map[int]string{}
@@ -480,8 +482,8 @@ func (in *Inbox) ToolStarted(id uint64) error {
 }
 
 // Replied records the event's reply before it is delivered.
-func (in *Inbox) Replied(id uint64, text string) error {
-	return in.mutate(record{T: recReply, ID: id, Text: text})
+func (in *Inbox) Replied(id uint64, text string, files ...string) error {
+	return in.mutate(record{T: recReply, ID: id, Text: text, Files: files})
 }
 
 // Delivered records that message chunk of the reply is on Discord.

@@ -58,6 +58,7 @@ type record struct {
 	Entry   *Entry       `json:"entry,omitempty"`
 	Seen    []Seen       `json:"seen,omitempty"`
 	Text    string       `json:"text,omitempty"`
+	Files   []string     `json:"files,omitempty"`
 	Chunk   int          `json:"chunk,omitempty"`
 	Message string       `json:"message,omitempty"`
 	State   State        `json:"state,omitempty"`
