@@ -141,6 +141,17 @@ type Config struct {
 	// ScheduledToolsPolicy answers the approvals of scheduled events:
 	// deny or allow (SCHEDULED_TOOLS_POLICY).
 	ScheduledToolsPolicy string
+	// MaxAttachmentMB and MaxAttachmentsMB bound the files fetched for one
+	// prompt: each, and all together (MAX_ATTACHMENT_MB,
+	// MAX_ATTACHMENTS_TOTAL_MB); 0 fetches none.
+	MaxAttachmentMB  int
+	MaxAttachmentsMB int
+	// HistoryMessages is how many recent exchanges per channel are kept
+	// for a new session's context (HISTORY_MESSAGES); 0 keeps none.
+	HistoryMessages int
+	// ArchiveDays is how many days the conversation archive keeps
+	// (ARCHIVE_DAYS); 0 keeps everything.
+	ArchiveDays int
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

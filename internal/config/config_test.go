@@ -83,6 +83,10 @@ func defaultConfig(t testing.TB) *Config {
 		Steer:                SteerQueue,
 		ApprovalTimeout:      10 * time.Minute,
 		ScheduledToolsPolicy: ScheduledToolsDeny,
+		MaxAttachmentMB:      25,
+		MaxAttachmentsMB:     50,
+		HistoryMessages:      20,
+		ArchiveDays:          90,
 		ProviderEnv:          map[string]string{},
 	}
 }
@@ -711,6 +715,10 @@ func TestRedacted(t *testing.T) {
 		"STEER=queue",
 		"APPROVAL_TIMEOUT=10m0s",
 		"SCHEDULED_TOOLS_POLICY=deny",
+		"MAX_ATTACHMENT_MB=25",
+		"MAX_ATTACHMENTS_TOTAL_MB=50",
+		"HISTORY_MESSAGES=20",
+		"ARCHIVE_DAYS=90",
 		"ANTHROPIC_AUTH_TOKEN=<redacted>",
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:4",
 		"IS_SANDBOX=1",
@@ -993,6 +1001,22 @@ var generators = []generator{
 	{EnvScheduledTools, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := randPick(r, toolPolicies)
 		return randCase(r, v), func(_ testing.TB, c *Config) { c.ScheduledToolsPolicy = v }
+	}},
+	{EnvMaxAttachmentMB, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := r.IntN(500)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.MaxAttachmentMB = n }
+	}},
+	{EnvMaxAttachmentsMB, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := r.IntN(500)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.MaxAttachmentsMB = n }
+	}},
+	{EnvHistoryMessages, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := r.IntN(200)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.HistoryMessages = n }
+	}},
+	{EnvArchiveDays, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := r.IntN(3650)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.ArchiveDays = n }
 	}},
 	{EnvTurnCard, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := randPick(r, turnCards)

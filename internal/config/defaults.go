@@ -51,6 +51,11 @@ var defaults = map[string]string{
 	EnvSteer:           SteerQueue,
 	EnvApprovalTimeout: "10m",
 	EnvScheduledTools:  ScheduledToolsDeny,
+	EnvMaxAttachmentMB: "25",
+	// Two files at the per-file limit.
+	EnvMaxAttachmentsMB: "50",
+	EnvHistoryMessages:  "20",
+	EnvArchiveDays:      "90",
 }
 
 // Accepted values of the settings that take one of a few words. The first

@@ -43,6 +43,10 @@ const (
 	EnvSteer             = "STEER"
 	EnvApprovalTimeout   = "APPROVAL_TIMEOUT"
 	EnvScheduledTools    = "SCHEDULED_TOOLS_POLICY"
+	EnvMaxAttachmentMB   = "MAX_ATTACHMENT_MB"
+	EnvMaxAttachmentsMB  = "MAX_ATTACHMENTS_TOTAL_MB"
+	EnvHistoryMessages   = "HISTORY_MESSAGES"
+	EnvArchiveDays       = "ARCHIVE_DAYS"
 )
 
 // Names of the model providers' credential variables. The gateway does not
@@ -102,6 +106,10 @@ var keys = []string{
 	EnvSteer,
 	EnvApprovalTimeout,
 	EnvScheduledTools,
+	EnvMaxAttachmentMB,
+	EnvMaxAttachmentsMB,
+	EnvHistoryMessages,
+	EnvArchiveDays,
 }
 
 // providerPrefixes select the variables (from the environment and .env)

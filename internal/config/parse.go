@@ -84,6 +84,10 @@ func (p *parser) parse() *Config {
 		Steer:                field(p, EnvSteer, parseChoice(steerModes)),
 		ApprovalTimeout:      field(p, EnvApprovalTimeout, parseDuration),
 		ScheduledToolsPolicy: field(p, EnvScheduledTools, parseChoice(toolPolicies)),
+		MaxAttachmentMB:      field(p, EnvMaxAttachmentMB, parseCountOrZero),
+		MaxAttachmentsMB:     field(p, EnvMaxAttachmentsMB, parseCountOrZero),
+		HistoryMessages:      field(p, EnvHistoryMessages, parseCountOrZero),
+		ArchiveDays:          field(p, EnvArchiveDays, parseCountOrZero),
 	}
 	if p.get(EnvMaxWarm) != "" {
 		c.MaxWarm = field(p, EnvMaxWarm, parseCount)

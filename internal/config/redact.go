@@ -61,6 +61,10 @@ func (c Config) settings() []setting {
 		{EnvSteer, c.Steer},
 		{EnvApprovalTimeout, c.ApprovalTimeout.String()},
 		{EnvScheduledTools, c.ScheduledToolsPolicy},
+		{EnvMaxAttachmentMB, strconv.Itoa(c.MaxAttachmentMB)},
+		{EnvMaxAttachmentsMB, strconv.Itoa(c.MaxAttachmentsMB)},
+		{EnvHistoryMessages, strconv.Itoa(c.HistoryMessages)},
+		{EnvArchiveDays, strconv.Itoa(c.ArchiveDays)},
 	}
 	var names []string
 	for name := range c.ProviderEnv {

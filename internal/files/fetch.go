@@ -38,7 +38,8 @@ type Fetcher struct {
 	Client *http.Client
 	// Origins are the allowed scheme://host[:port] prefixes.
 	Origins []string
-	// MaxFile and MaxTotal bound one file and all files of a message.
+	// MaxFile and MaxTotal bound one file and all files of a message;
+	// either at 0 fetches nothing.
 	MaxFile, MaxTotal int64
 }
 
@@ -106,13 +107,16 @@ func (f *Fetcher) Fetch(ctx context.Context, dir string, list []queue.Attachment
 		}
 		u, err := url.Parse(a.URL)
 		switch {
+		case f.MaxFile <= 0 || f.MaxTotal <= 0:
+			out[i].Problem = "not fetched: this gateway takes no attachments"
+			continue
 		case err != nil || !f.allowed(u):
 			out[i].Problem = "not fetched: its link is not on Discord's servers"
 			continue
-		case f.MaxFile > 0 && a.Size > f.MaxFile:
+		case a.Size > f.MaxFile:
 			out[i].Problem = fmt.Sprintf("not fetched: %s is over the %s limit per file", byteSize(a.Size), byteSize(f.MaxFile))
 			continue
-		case f.MaxTotal > 0 && total+a.Size > f.MaxTotal:
+		case total+a.Size > f.MaxTotal:
 			out[i].Problem = fmt.Sprintf("not fetched: the files of this message are over the %s limit together", byteSize(f.MaxTotal))
 			continue
 		}
@@ -139,11 +143,7 @@ func (f *Fetcher) Fetch(ctx context.Context, dir string, list []queue.Attachment
 
 // limit is how many bytes the next file may have.
 func (f *Fetcher) limit(total int64) int64 {
-	l := f.MaxFile
-	if f.MaxTotal > 0 && (l <= 0 || f.MaxTotal-total < l) {
-		l = f.MaxTotal - total
-	}
-	return l
+	return min(f.MaxFile, f.MaxTotal-total)
 }
 
 func (f *Fetcher) allowed(u *url.URL) bool {
@@ -202,7 +202,7 @@ func (f *Fetcher) download(ctx context.Context, dir, path, rawURL string, limit 
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
-	if limit > 0 && resp.ContentLength > limit {
+	if resp.ContentLength > limit {
 		return 0, errTooLarge
 	}
 	tmp, err := os.CreateTemp(dir, ".download-*")
@@ -210,18 +210,14 @@ func (f *Fetcher) download(ctx context.Context, dir, path, rawURL string, limit 
 		return 0, err
 	}
 	defer os.Remove(tmp.Name())
-	body := io.Reader(resp.Body)
-	if limit > 0 {
-		body = io.LimitReader(resp.Body, limit+1)
-	}
-	n, err := io.Copy(tmp, body)
+	n, err := io.Copy(tmp, io.LimitReader(resp.Body, limit+1))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return 0, err
 	}
-	if limit > 0 && n > limit {
+	if n > limit {
 		return 0, errTooLarge
 	}
 	// A link, unlike a rename, fails when path exists: nothing is

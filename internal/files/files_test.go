@@ -194,7 +194,7 @@ func TestCollect(t *testing.T) {
 	write("g-1.txt", "1")
 	write("g-2.txt", "2")
 
-	c, err := Collect(work, 42, Limits{Files: 3, Bytes: 100, Secrets: []string{"Bot-SECRET-123456"}})
+	c, err := Collect(work, 42, Limits{Files: 3, Bytes: 100, Secrets: func() []string { return []string{"Bot-SECRET-123456"} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@
 package files
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -78,4 +81,14 @@ func numbered(name string, n int) string {
 		ext = ""
 	}
 	return strings.TrimSuffix(name, ext) + "-" + strconv.Itoa(n) + ext
+}
+
+// WithoutPath drops the path from a file error: log lines and messages
+// name files, not where they are on the server.
+func WithoutPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }

@@ -50,10 +50,10 @@ type Limits struct {
 	// limit).
 	Files int
 	Bytes int64
-	// Secrets are strings no uploaded file may contain (the Discord
-	// token, webhook secrets): the gateway reads files as itself, which
-	// may see more than the agent can.
-	Secrets []string
+	// Secrets, if set, returns the strings no uploaded file may contain
+	// (the Discord token, webhook secrets): the gateway reads files as
+	// itself, which may see more than the agent can.
+	Secrets func() []string
 }
 
 // Collect takes the files the agent left in workDir's outbox for the reply
@@ -154,12 +154,12 @@ func check(path, root string, lim Limits) (int64, string) {
 	case lim.Bytes > 0 && st.Size() > lim.Bytes:
 		return 0, fmt.Sprintf("%s, over Discord's %s upload limit", byteSize(st.Size()), byteSize(lim.Bytes))
 	}
-	if len(lim.Secrets) > 0 {
+	if lim.Secrets != nil {
 		data, err := Read(path, root, st.Size())
 		if err != nil {
 			return 0, "could not be read"
 		}
-		for _, s := range lim.Secrets {
+		for _, s := range lim.Secrets() {
 			if len(s) >= 8 && bytes.Contains(data, []byte(s)) {
 				return 0, "it contains one of the gateway's secrets"
 			}

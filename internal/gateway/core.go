@@ -15,6 +15,7 @@ import (
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/agentuser"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/session"
@@ -64,6 +65,11 @@ type CoreOptions struct {
 	// warm process and no approvals (gateway chat, which has nobody to ask
 	// but the terminal).
 	OneShot bool
+	// Attachments, if set, fetches the files attached to prompts.
+	Attachments agent.AttachmentFetcher
+	// Outbox, if set, sends the files the agent leaves in its outbox with
+	// the reply, within these limits.
+	Outbox *files.Limits
 }
 
 // NewBackend builds the backend the config selects, with the environment
@@ -174,7 +180,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	// System prompt files a crashed gateway left behind hold the whole
 	// persona; nobody else needs them.
 	agent.RemoveStalePromptFiles("", log)
-	rt := agent.New(agent.Options{
+	aopts := agent.Options{
 		ConfigDir:             cfg.ConfigDir,
 		WorkDir:               cfg.WorkDir,
 		Costs:                 opts.Costs,
@@ -186,7 +192,16 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		Model:                 cfg.Model,
 		Turns:                 opts.Turns,
 		ScheduledToolsAllowed: cfg.ScheduledToolsPolicy == config.ScheduledToolsAllow,
-	}, backend, sessions, opts.Replier, opts.Hooks, log.With().Str("component", "runtime").Logger())
+		Attachments:           opts.Attachments,
+		Outbox:                opts.Outbox,
+	}
+	if x := openExchanges(cfg, log); x != nil {
+		aopts.Exchanges = x
+		if cfg.HistoryMessages > 0 {
+			aopts.History = x
+		}
+	}
+	rt := agent.New(aopts, backend, sessions, opts.Replier, opts.Hooks, log.With().Str("component", "runtime").Logger())
 	if agentUser != nil {
 		rt.ShareSystemPromptWith(agentUser.GID)
 	}

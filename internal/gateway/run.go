@@ -18,6 +18,7 @@ import (
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -87,6 +88,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	dopts.TurnCard = cfg.TurnCard
 	dopts.ApprovalTimeout, dopts.Approvers = cfg.ApprovalTimeout, cfg.ApproverIDs
+	if dopts.UploadLimit <= 0 {
+		dopts.UploadLimit = discord.DefaultUploadLimit
+	}
 	// Bound once the runtime exists, before Discord is opened.
 	var steer func(queue.Event) bool
 	if cfg.Steer == config.SteerInject {
@@ -126,6 +130,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// The schedule files are guarded before anything reads them: a held
 	// change the gateway stopped on is put back first (see internal/hold).
 	var sched *schedule.Scheduler
+	secrets := secretsOf(cfg, func() []schedule.Webhook {
+		if sched == nil {
+			return nil
+		}
+		return sched.Webhooks()
+	})
 	checkWebhooks := func() {
 		if cfg.WebhookAddr != "" && sched != nil {
 			logDisabledWebhooks(sched.Webhooks(), cfg.Lookup, log)
@@ -161,6 +171,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		OnStart: durable.started,
 		Costs:   ctl,
 		Admit:   ctl.admit,
+		Attachments: files.NewFetcher(cfg.DiscordAPIBaseURL,
+			int64(cfg.MaxAttachmentMB)<<20, int64(cfg.MaxAttachmentsMB)<<20),
+		Outbox: &files.Limits{Files: files.MaxFilesPerMessage, Bytes: int64(dopts.UploadLimit), Secrets: secrets},
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			durable.done(e, out)
 			finished.Add(1)
@@ -269,6 +282,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		reloadEvery = 2 * time.Second
 	}
 	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
+	if w, err := newIPC(cfg, bot, int64(dopts.UploadLimit), secrets, log); err != nil {
+		log.Error().Err(files.WithoutPath(err)).Msg("the IPC folder cannot be watched; files dropped into ipc/outbound are not posted")
+	} else {
+		go w.Run(bgCtx)
+	}
 	gate.SetAsker(askIn{bot})
 	go gate.Run(bgCtx, reloadEvery, hup)
 	if hooksHTTP != nil {

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/agent"
+	"github.com/agentgateway/gateway/internal/archive"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/files"
+	"github.com/agentgateway/gateway/internal/queue"
+)
+
+// ArchiveDir is the conversation archive's folder inside CONFIG_DIR.
+const ArchiveDir = "conversations"
+
+// recentContextBytes bounds the recent conversation a new session is
+// given: enough for the thread, small next to the persona.
+const recentContextBytes = 8 << 10
+
+// exchanges keeps every exchange in the conversation archive and gives a
+// channel's new session its recent conversation (agent.ExchangeRecorder,
+// agent.History).
+type exchanges struct {
+	archive *archive.Archive
+	log     zerolog.Logger
+}
+
+// openExchanges opens CONFIG_DIR/conversations. A failure is logged and
+// leaves the gateway without an archive rather than without a start.
+func openExchanges(cfg *config.Config, log zerolog.Logger) *exchanges {
+	log = log.With().Str("component", "archive").Logger()
+	a, err := archive.Open(archive.Options{
+		Dir:  filepath.Join(cfg.ConfigDir, ArchiveDir),
+		Keep: cfg.HistoryMessages,
+		Days: cfg.ArchiveDays,
+	}, log)
+	if err != nil {
+		log.Error().Err(files.WithoutPath(err)).Msg("the conversation archive cannot be opened; exchanges are not archived")
+		return nil
+	}
+	return &exchanges{archive: a, log: log}
+}
+
+// Exchange archives a finished event. Events that did not run (refused,
+// or cut off by a shutdown: they run again) and steered prompts answered
+// within another turn leave no entry.
+func (x *exchanges) Exchange(e queue.Event, out agent.Outcome, took time.Duration) {
+	if out.Refused || out.Interrupted || (out.Reply == "" && out.Err == nil && !out.Stopped && len(out.Tools) == 0) {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case out.Stopped:
+		outcome = "stopped"
+	case out.Err != nil:
+		outcome = "error"
+	}
+	entry := archive.Entry{
+		Time: time.Now(), ChannelID: e.ChannelID, EventID: e.ID, Kind: string(e.Kind), Name: e.Name,
+		Author: e.Author, UserID: e.UserID, Prompt: e.Text, Reply: out.Reply, Tools: out.Tools,
+		CostUSD: out.Result.CostUSD, Estimate: out.Result.CostEstimated, Outcome: outcome, Duration: took,
+	}
+	for _, f := range out.Attachments {
+		entry.Attachments = append(entry.Attachments, f.Name)
+	}
+	for _, f := range out.Files {
+		entry.Files = append(entry.Files, f.Name)
+	}
+	if err := x.archive.Append(entry); err != nil {
+		x.log.Error().Err(files.WithoutPath(err)).Uint64("event", e.ID).Msg("exchange not archived")
+	}
+}
+
+// RecentContext is the channel's recent conversation for a new session.
+func (x *exchanges) RecentContext(channelID string) string {
+	return archive.RecentSection(x.archive.Recent(channelID), recentContextBytes)
+}

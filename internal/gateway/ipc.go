@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/files"
+	"github.com/agentgateway/gateway/internal/ipc"
+	"github.com/agentgateway/gateway/internal/schedule"
+)
+
+// IPCDir is the folder of proactive messages inside CONFIG_DIR.
+const IPCDir = "ipc"
+
+// newIPC watches CONFIG_DIR/ipc/outbound for messages to post.
+func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, secrets func() []string, log zerolog.Logger) (*ipc.Watcher, error) {
+	dir := filepath.Join(cfg.ConfigDir, IPCDir)
+	files := ipcFiles{roots: ipcRoots(cfg, dir), limit: uploadLimit, secrets: secrets}
+	return ipc.New(ipc.Options{
+		Dir: dir,
+		Allowed: func(channel string) bool {
+			return len(cfg.AllowedChannelIDs) == 0 || slices.Contains(cfg.AllowedChannelIDs, channel)
+		},
+		ResolveFile: files.resolve,
+	}, announce{bot}, log.With().Str("component", "ipc").Logger())
+}
+
+// announcer posts unprompted messages (the Discord bot).
+type announcer interface {
+	Announce(ctx context.Context, channelID, text string, paths []string) error
+}
+
+// announce is an announcer as an ipc.Poster.
+type announce struct{ announcer }
+
+func (a announce) Post(ctx context.Context, channelID, text string, paths []string) error {
+	return a.Announce(ctx, channelID, text, paths)
+}
+
+// ipcRoots are the folders an IPC message may attach files from: the IPC
+// folder itself, the agent's .gateway folder (its outbox), WORK_DIR and
+// PROJECTS_ROOT when set. Not CONFIG_DIR as a whole: it holds the
+// gateway's own state.
+func ipcRoots(cfg *config.Config, dir string) []string {
+	roots := []string{dir, filepath.Join(cfg.AgentWorkDir(), files.GatewayDir)}
+	if cfg.WorkDir != "" {
+		roots = append(roots, cfg.WorkDir)
+	}
+	if cfg.ProjectsRoot != "" {
+		roots = append(roots, cfg.ProjectsRoot)
+	}
+	var out []string
+	for _, r := range roots {
+		if resolved, err := filepath.EvalSymlinks(r); err == nil {
+			out = append(out, resolved)
+		}
+	}
+	return out
+}
+
+// ipcFiles decides which files an IPC message may attach.
+type ipcFiles struct {
+	roots   []string
+	limit   int64
+	secrets func() []string
+}
+
+// resolve turns a files entry (relative to CONFIG_DIR/ipc, or absolute)
+// into the real path of a regular file inside one of the roots, small
+// enough to upload and holding none of the gateway's secrets; the error
+// says why not, without server paths.
+func (f ipcFiles) resolve(path string) (string, error) {
+	if !filepath.IsAbs(path) && len(f.roots) > 0 {
+		path = filepath.Join(f.roots[0], path)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
+	}
+	inside := slices.ContainsFunc(f.roots, func(root string) bool {
+		rel, err := filepath.Rel(root, real)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	})
+	if !inside {
+		return "", fmt.Errorf("%s is outside the folders files may be sent from (CONFIG_DIR/ipc, the agent's .gateway, WORK_DIR, PROJECTS_ROOT)", filepath.Base(path))
+	}
+	st, err := os.Stat(real)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
+	case !st.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file", filepath.Base(path))
+	case st.Size() > f.limit:
+		return "", fmt.Errorf("%s is larger than Discord's upload limit", filepath.Base(path))
+	}
+	data, err := files.Read(real, filepath.Dir(real), f.limit)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
+	}
+	for _, s := range f.secrets() {
+		if len(s) >= 8 && strings.Contains(string(data), s) {
+			return "", errors.New(filepath.Base(path) + " contains one of the gateway's secrets")
+		}
+	}
+	return real, nil
+}
+
+// secretsOf returns the strings no file the gateway uploads may
+// contain: the Discord token, the model credentials and the webhook
+// secrets agents.md names (read when asked: the schedule reloads).
+func secretsOf(cfg *config.Config, webhooks func() []schedule.Webhook) func() []string {
+	return func() []string {
+		secrets := []string{cfg.DiscordToken}
+		for name, val := range cfg.ProviderEnv {
+			if config.IsModelCredential(name) {
+				secrets = append(secrets, val)
+			}
+		}
+		if webhooks != nil {
+			for _, w := range webhooks() {
+				if v, ok := cfg.Lookup(w.SecretEnv); ok {
+					secrets = append(secrets, v)
+				}
+			}
+		}
+		return slices.DeleteFunc(secrets, func(s string) bool { return len(s) < 8 })
+	}
+}
