@@ -202,6 +202,10 @@ type Server struct {
 	rateLimited int
 	// deleted are the ids of deleted messages, by channel.
 	deleted map[discord.ChannelID][]discord.MessageID
+	// uploads are the files users attached, by URL path; downloads
+	// counts the times they were fetched.
+	uploads   map[string]Upload
+	downloads int
 	// changed is closed and replaced whenever state changes (Wait).
 	changed chan struct{}
 }
@@ -250,6 +254,7 @@ func New() *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/gateway", s.serveGateway)
 	mux.HandleFunc("/api/v9/", s.serveREST)
+	mux.HandleFunc("/attachments/", s.serveAttachment)
 	s.HTTP = httptest.NewServer(mux)
 	return s
 }
@@ -359,25 +364,7 @@ func Mention(u discord.User) string { return "<@" + u.ID.String() + ">" }
 // if the bot is disconnected, on RESUME. mentions are the users the
 // content mentions.
 func (s *Server) Post(ch discord.ChannelID, author discord.User, content string, mentions ...discord.User) discord.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.mustChannel(ch)
-	m := &Message{Message: discord.Message{
-		ID:        discord.MessageID(s.id()),
-		ChannelID: ch,
-		GuildID:   c.GuildID,
-		Type:      discord.DefaultMessage,
-		Author:    author,
-		Content:   content,
-		Timestamp: discord.NewTimestamp(time.Now()),
-	}}
-	for _, u := range mentions {
-		m.Mentions = append(m.Mentions, discord.GuildUser{User: u})
-	}
-	c.messages = append(c.messages, m)
-	s.dispatchLocked("MESSAGE_CREATE", m.Message)
-	s.notifyLocked()
-	return m.Message
+	return s.PostAttachments(ch, author, content, nil, mentions...)
 }
 
 // Interact has user run a slash command in a channel; options are the
@@ -390,11 +377,14 @@ func (s *Server) Interact(ch discord.ChannelID, user discord.User, command strin
 	return s.InteractOptions(ch, user, command, opts...)
 }
 
-// Option is a slash command option: Type 3 string, 4 integer, 5 boolean.
+// Option is a slash command option: Type 3 string, 4 integer, 5 boolean,
+// 11 attachment (File: its value is the attachment's id, and the
+// attachment is in the interaction's resolved data).
 type Option struct {
 	Name  string
 	Type  int
 	Value any
+	File  *Upload
 }
 
 // InteractOptions is Interact with typed options.
@@ -404,7 +394,13 @@ func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, comman
 	c := s.mustChannel(ch)
 	id := s.id().String()
 	var opts []map[string]any
+	resolved := map[string]any{}
 	for _, o := range options {
+		if o.File != nil {
+			a := s.attachLocked(*o.File)
+			o.Type, o.Value = 11, a.ID.String()
+			resolved[a.ID.String()] = a
+		}
 		opts = append(opts, map[string]any{"name": o.Name, "type": o.Type, "value": o.Value})
 	}
 	if s.interactionChannel == nil {
@@ -418,7 +414,7 @@ func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, comman
 		"token":          "itoken-" + id,
 		"version":        1,
 		"channel_id":     ch.String(),
-		"data":           map[string]any{"id": s.id().String(), "name": command, "type": 1, "options": opts},
+		"data":           map[string]any{"id": s.id().String(), "name": command, "type": 1, "options": opts, "resolved": map[string]any{"attachments": resolved}},
 	}
 	if c.GuildID.IsValid() {
 		ev["guild_id"] = c.GuildID.String()

@@ -102,6 +102,10 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 		config.EnvQueryTimeoutMS:    "10000",
 		// Tests of the card turn it on; the others look at replies only.
 		config.EnvTurnCard: config.TurnCardOff,
+		// The scripted backends keep no sessions, so every turn would be
+		// a new session given the recent conversation: the tests of the
+		// archive turn it on; the others compare prompts as sent.
+		config.EnvHistoryMessages: "0",
 	}
 	for k, v := range o.env {
 		env[k] = v
