@@ -188,6 +188,47 @@ func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
 	}
 }
 
+func TestDoctorListsSkills(t *testing.T) {
+	configDir, envFile := chatEnv(t)
+	t.Setenv("DISCORD_BOT_TOKEN", "")
+	t.Setenv("AGENT_CLI_PATH", "/nonexistent/claude")
+	doctor := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		run(context.Background(), []string{"doctor", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &out, errOut: &bytes.Buffer{}})
+		return out.String()
+	}
+	if got, want := doctor(), "[ok  ] skills     no skills (CONFIG_DIR/skills/<name>/SKILL.md)\n"; !strings.Contains(got, want) {
+		t.Errorf("doctor output lacks %q:\n%s", want, got)
+	}
+
+	skill := func(dir, content string) {
+		t.Helper()
+		path := filepath.Join(configDir, "skills", dir, "SKILL.md")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	skill("release-notes", "---\nname: release-notes\ndescription: Write release notes.\n---\n")
+	skill("deploy", "---\nname: deploy\ndescription: Deploy the site.\n---\n")
+	skill("triage", "---\nname: triage\ndescription: >\n  Sort the issues.\n---\n")
+	got := doctor()
+	for _, want := range []string{
+		"[ok  ] skills     2 skills: deploy, release-notes\n",
+		"[warn] skills     skills/triage/SKILL.md: description: block values (> or |) are not supported: write the value on one line\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "FAIL] skills") {
+		t.Errorf("a malformed skill failed the doctor:\n%s", got)
+	}
+}
+
 // fakeClaude is a claude CLI that prints a recorded stream.
 func fakeClaude(t *testing.T, recording string) string {
 	t.Helper()

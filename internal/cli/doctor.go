@@ -45,8 +45,9 @@ func newDoctorCmd(io streams) *cobra.Command {
 		Use:   "doctor",
 		Short: "Check the configuration, CONFIG_DIR and the agent CLI",
 		Long: `doctor reports every configuration problem at once, which persona files
-CONFIG_DIR holds, what heartbeat.md and agents.md schedule (and every problem
-in them, with its line), whether the selected agent CLI is installed, which
+CONFIG_DIR holds, which skills CONFIG_DIR/skills holds (and every malformed
+one), what heartbeat.md and agents.md schedule (and every problem in them,
+with its line), whether the selected agent CLI is installed, which
 version it is and whether the conformance suite covers that version, whether
 its credentials are set, whether the Discord token looks like one, and
 security warnings. It ends with what each command needs ("chat: ready",
@@ -154,6 +155,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 			checks = append(checks, check{Name: "config", Warning: true, Detail: u.String()})
 		}
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
+		checks = append(checks, skillChecks(cfg.ConfigDir)...)
 		checks = append(checks, fileModeChecks(cfg, opts.envFile)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, holdChecks(cfg)...)
@@ -282,6 +284,30 @@ func configDirChecks(dir string) []check {
 	out := []check{{Name: "config-dir", OK: true, Detail: fmt.Sprintf("%s has %s", dir, strings.Join(present, ", "))}}
 	if len(missing) > 0 {
 		out = append(out, check{Name: "persona", Warning: true, Detail: "missing " + strings.Join(missing, ", ") + " (created with defaults at start)"})
+	}
+	return out
+}
+
+// skillChecks lists the skills in CONFIG_DIR/skills and warns about each
+// problem: a malformed skill is left out of the prompt, the gateway runs on.
+func skillChecks(dir string) []check {
+	skills, errs := persona.LoadSkills(dir)
+	var out []check
+	if len(skills) == 0 {
+		out = append(out, check{Name: "skills", OK: true, Detail: "no skills (CONFIG_DIR/skills/<name>/SKILL.md)"})
+	} else {
+		names := make([]string, len(skills))
+		for i, s := range skills {
+			names[i] = s.Name
+		}
+		noun := "skills"
+		if len(skills) == 1 {
+			noun = "skill"
+		}
+		out = append(out, check{Name: "skills", OK: true, Detail: fmt.Sprintf("%d %s: %s", len(skills), noun, strings.Join(names, ", "))})
+	}
+	for _, err := range errs {
+		out = append(out, check{Name: "skills", Warning: true, Detail: err.Error()})
 	}
 	return out
 }

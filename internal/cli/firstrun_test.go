@@ -82,8 +82,10 @@ func scriptCLI(t *testing.T, body string) string {
 
 // answersOrHangs answers from text.jsonl, fails with auth_error.jsonl for
 // a prompt with "fail", and for one with "hang" starts a Read tool and
-// never ends.
-const answersOrHangs = `case "$prompt" in
+// never ends. It looks at the prompt's last line: a new session's first
+// prompt begins with the recent conversation, which may name an earlier
+// prompt.
+const answersOrHangs = `case "$(printf '%s\n' "$prompt" | /usr/bin/tail -n 1)" in
 *hang*) /usr/bin/head -n 7 "$REC/tool_write.jsonl"; exec /usr/bin/sleep 600 ;;
 *fail*) /usr/bin/cat "$REC/auth_error.jsonl"; exit 1 ;;
 *) /usr/bin/cat "$REC/text.jsonl" ;;

@@ -28,29 +28,32 @@ import (
 
 const preambleText = `You are running behind a chat gateway. The sections below are your configuration, read fresh from disk for this event. Headings inside a section are shown one level deeper than they are in the files.
 
-Long-term memory: you may keep durable facts, decisions, IDs and lessons learned by updating the file %MEMORY% with your Edit tool, or your Write tool after reading the file first (other conversations may have added to it). Keep everything already in it, add each new fact as a short markdown bullet point, and keep the file valid markdown. Never store secrets there. Its current content is the "Long-Term Memory" section below.`
+Long-term memory: you may keep durable facts, decisions, IDs and lessons learned by updating the file %MEMORY% with your Edit tool, or your Write tool after reading the file first (other conversations may have added to it). Keep everything already in it, add each new fact as a short markdown bullet point, and keep the file valid markdown. Never store secrets there. Its current content is the "Long-Term Memory" section below.
+
+Files: files the user attaches to a message are saved under .gateway/attachments/ in your working directory, and the message names them. To send the user a file (a report, an image, a patch), write it into .gateway/outbox/ in your working directory: it is attached to your reply, then moved to .gateway/sent/. Only regular files are sent, at most 10 per reply.`
 
 // Assemble builds the system prompt: a preamble telling the agent how to
 // update memory.md at memoryPath (made absolute, since the agent's working
-// directory may differ), then each non-empty section of f in Sections order
-// as "## <Name>\n\n<body>\n\n" (R22.1-R22.4). Headings inside a body are
-// demoted by one level outside code fences; see the format note above.
+// directory may differ), then each non-empty section of f in prompt order
+// (Sections, then SkillsSection) as "## <Name>\n\n<body>\n\n"
+// (R22.1-R22.4). Headings inside a body are demoted by one level outside
+// code fences; see the format note above.
 func Assemble(f Files, memoryPath string) string {
 	if abs, err := filepath.Abs(memoryPath); err == nil {
 		memoryPath = abs
 	}
 	pre := strings.Replace(preambleText, "%MEMORY%", memoryPath, 1)
 	n := len(pre) + 2
-	for _, s := range Sections {
-		n += len(s.Name) + len(f[s.Name]) + 16
+	for _, name := range sectionOrder {
+		n += len(name) + len(f[name]) + 16
 	}
 	var b strings.Builder
 	b.Grow(n + n/64)
 	b.WriteString(pre)
 	b.WriteString("\n\n")
-	for _, s := range Sections {
-		if c := body(f[s.Name]); c != "" {
-			writeSection(&b, s.Name, c)
+	for _, name := range sectionOrder {
+		if c := body(f[name]); c != "" {
+			writeSection(&b, name, c)
 		}
 	}
 	return b.String()
@@ -78,10 +81,10 @@ func SectionNames(prompt string) []string {
 // by section name; sections that are absent or blank have no entry. A
 // session remembers them to notice later edits (DESIGN decision 5).
 func (f Files) Hashes() map[string]string {
-	out := make(map[string]string, len(Sections))
-	for _, s := range Sections {
-		if c := body(f[s.Name]); c != "" {
-			out[s.Name] = Hash(c)
+	out := make(map[string]string, len(sectionOrder))
+	for _, name := range sectionOrder {
+		if c := body(f[name]); c != "" {
+			out[name] = Hash(c)
 		}
 	}
 	return out
@@ -106,14 +109,14 @@ func Changes(old map[string]string, f Files) (text string, changed []string) {
 // ChangesFrom is Changes with f's hashes already computed (f.Hashes()).
 func ChangesFrom(old, cur map[string]string, f Files) (text string, changed []string) {
 	var updated, removed []string
-	for _, s := range Sections {
-		h, now := cur[s.Name]
-		prev, before := old[s.Name]
+	for _, name := range sectionOrder {
+		h, now := cur[name]
+		prev, before := old[name]
 		switch {
 		case now && (old == nil || !before || prev != h):
-			updated = append(updated, s.Name)
+			updated = append(updated, name)
 		case !now && before:
-			removed = append(removed, s.Name)
+			removed = append(removed, name)
 		}
 	}
 	if len(updated) == 0 && len(removed) == 0 {

@@ -8,6 +8,10 @@
 // ParseBoot are pure functions. Load and Bootstrap touch only CONFIG_DIR and
 // may be called concurrently; a MemoryGuard is safe for concurrent use.
 //
+// Skills (skills.go), CONFIG_DIR/skills/<name>/SKILL.md, are listed by name,
+// description and path in a section of their own after the persona files;
+// the agent reads a skill's file when it needs it.
+//
 // No file is read past MaxFileSize (256 KiB): a larger persona file reaches
 // the prompt cut off with a note, and a larger memory.md is not merged by the
 // MemoryGuard (it is left untouched and the run is told, see
@@ -75,18 +79,33 @@ var Sections = []Section{
 	{Name: "Tool Configuration", File: ToolsFile},
 }
 
-// Files holds the persona files as read, keyed by section name ("Identity").
-// A missing or unreadable file has no entry; an empty one has an empty entry
-// and, like a whitespace-only one, yields no section.
+// SkillsSection is the prompt section listing the skills in CONFIG_DIR/skills
+// (see LoadSkills). It has no file of its own, so it is not in Sections: it
+// comes after them, and Load adds it only when there is a skill to list.
+const SkillsSection = "Skills"
+
+// sectionOrder is every prompt section's name in prompt order.
+var sectionOrder = func() []string {
+	names := make([]string, 0, len(Sections)+1)
+	for _, s := range Sections {
+		names = append(names, s.Name)
+	}
+	return append(names, SkillsSection)
+}()
+
+// Files holds the persona files as read, keyed by section name ("Identity"),
+// and the skills listing under SkillsSection. A missing or unreadable file
+// has no entry; an empty one has an empty entry and, like a whitespace-only
+// one, yields no section.
 type Files map[string]string
 
 // Names returns the names of the sections Assemble includes for f, in prompt
 // order.
 func (f Files) Names() []string {
 	var names []string
-	for _, s := range Sections {
-		if body(f[s.Name]) != "" {
-			names = append(names, s.Name)
+	for _, name := range sectionOrder {
+		if body(f[name]) != "" {
+			names = append(names, name)
 		}
 	}
 	return names
@@ -96,19 +115,29 @@ func (f Files) Names() []string {
 // warning and has no entry, except memory.md, which is created with
 // MemoryHeader (R15.5). A file that cannot be read (permissions, a directory)
 // is logged and left out. Invalid UTF-8 is repaired and a byte order mark
-// dropped; a file larger than MaxFileSize is cut off with a note. Load fails
-// only when dir itself is not a readable directory.
+// dropped; a file larger than MaxFileSize is cut off with a note. The skills
+// in dir/skills are listed under SkillsSection when there are any, and
+// their problems logged as warnings. Load fails only when dir itself is not
+// a readable directory.
 func Load(dir string, log zerolog.Logger) (Files, error) {
-	return load(dir, sectionPaths(dir), log, readFile)
+	files, err := load(dir, sectionPaths(dir), log, readFile)
+	if err != nil {
+		return nil, err
+	}
+	addSkills(files, dir, nil, log)
+	return files, nil
 }
 
 // Loader is Load for a process that loads the same directory for every
 // event: it reads a file again only when the file changed (see fileCache),
-// so edits still reach the next event. It is safe for concurrent use.
+// so edits still reach the next event. Skills are read every time (at most
+// 64 KiB of each SKILL.md), and each of their problems is logged once, not
+// at every event. It is safe for concurrent use.
 type Loader struct {
-	dir   string
-	paths []string // per Sections entry
-	cache fileCache
+	dir    string
+	paths  []string // per Sections entry
+	cache  fileCache
+	skills skillReport
 }
 
 // NewLoader returns a Loader for dir.
@@ -116,10 +145,15 @@ func NewLoader(dir string) *Loader { return &Loader{dir: dir, paths: sectionPath
 
 // Load is persona.Load with unchanged files taken from the cache.
 func (l *Loader) Load(log zerolog.Logger) (Files, error) {
-	return load(l.dir, l.paths, log, func(path string, log zerolog.Logger) (string, error) {
+	files, err := load(l.dir, l.paths, log, func(path string, log zerolog.Logger) (string, error) {
 		content, _, err := l.cache.read(path, func() (string, error) { return readFile(path, log) })
 		return content, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	addSkills(files, l.dir, &l.skills, log)
+	return files, nil
 }
 
 func sectionPaths(dir string) []string {
