@@ -23,7 +23,7 @@ const IPCDir = "ipc"
 // newIPC watches CONFIG_DIR/ipc/outbound for messages to post.
 func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, secrets func() []string, log zerolog.Logger) (*ipc.Watcher, error) {
 	dir := filepath.Join(cfg.ConfigDir, IPCDir)
-	files := ipcFiles{roots: ipcRoots(cfg, dir), limit: uploadLimit, secrets: secrets}
+	files := ipcFiles{roots: func() []string { return ipcRoots(cfg, dir) }, limit: uploadLimit, secrets: secrets}
 	return ipc.New(ipc.Options{
 		Dir: dir,
 		Allowed: func(channel string) bool {
@@ -50,6 +50,7 @@ func (a announce) Post(ctx context.Context, channelID, text string, paths []stri
 // PROJECTS_ROOT when set. Not CONFIG_DIR as a whole: it holds the
 // gateway's own state.
 func ipcRoots(cfg *config.Config, dir string) []string {
+	// dir first: relative paths are relative to it.
 	roots := []string{dir, filepath.Join(cfg.AgentWorkDir(), files.GatewayDir)}
 	if cfg.WorkDir != "" {
 		roots = append(roots, cfg.WorkDir)
@@ -68,7 +69,9 @@ func ipcRoots(cfg *config.Config, dir string) []string {
 
 // ipcFiles decides which files an IPC message may attach.
 type ipcFiles struct {
-	roots   []string
+	// roots are resolved when a file is: the folders may be created or
+	// moved while the gateway runs.
+	roots   func() []string
 	limit   int64
 	secrets func() []string
 }
@@ -78,14 +81,15 @@ type ipcFiles struct {
 // enough to upload and holding none of the gateway's secrets; the error
 // says why not, without server paths.
 func (f ipcFiles) resolve(path string) (string, error) {
-	if !filepath.IsAbs(path) && len(f.roots) > 0 {
-		path = filepath.Join(f.roots[0], path)
+	roots := f.roots()
+	if !filepath.IsAbs(path) && len(roots) > 0 {
+		path = filepath.Join(roots[0], path)
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
 	}
-	inside := slices.ContainsFunc(f.roots, func(root string) bool {
+	inside := slices.ContainsFunc(roots, func(root string) bool {
 		rel, err := filepath.Rel(root, real)
 		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 	})
