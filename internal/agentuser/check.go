@@ -229,8 +229,8 @@ func (c *checker) run(s Setup) []Problem {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if strings.HasSuffix(name, ".md") {
-			continue
+		if strings.HasSuffix(name, ".md") || name == skillsDir {
+			continue // the persona and the skills are the agent's to read
 		}
 		path := c.fsys.resolve(filepath.Join(dir, name))
 		if path == env {
@@ -416,6 +416,10 @@ func gatewayName() string {
 	}
 	return id
 }
+
+// skillsDir is CONFIG_DIR's folder of skills (persona.SkillsDir), which the
+// agent reads.
+const skillsDir = "skills"
 
 // osFS is the real file system.
 type osFS struct{}
