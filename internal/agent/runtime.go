@@ -222,11 +222,13 @@ type Steerer interface {
 // Steer writes e, a prompt waiting behind its channel's running turn, into
 // that turn when the backend can (STEER=steer). The event stays queued
 // (and durable): when its turn comes it is skipped if the turn it joined
-// answered, and run on its own if that turn failed or was stopped.
+// answered, and run on its own if that turn failed or was stopped. A
+// prompt with attachments is never steered.
 func (r *Runtime) Steer(e queue.Event) bool {
 	s, ok := r.backend.(Steerer)
 	key := sessionKey(e)
-	if !ok || e.Kind != queue.KindMessage || key == "" {
+	if !ok || e.Kind != queue.KindMessage || key == "" || len(e.Attachments) > 0 {
+		// A prompt with files waits for its own turn, which fetches them.
 		return false
 	}
 	r.steerMu.Lock()
