@@ -560,6 +560,28 @@ func TestRecording(t *testing.T) {
 	}
 }
 
+// An image block keeps its source: a test can check the bytes a CLI sent.
+func TestRecordingImageBlock(t *testing.T) {
+	a := StartAnthropic(t, Text("ok"))
+	body := `{"model":"m","max_tokens":1,"stream":true,"tools":[{"name":"Read"}],
+		"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},
+			{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`
+	resp := post(t, t.Context(), a, "/v1/messages", body)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	reqs := a.MainRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("got %d main requests, want 1", len(reqs))
+	}
+	want := []Message{{Role: "user", Text: "What is this?", Blocks: []Block{
+		{Type: "text", Text: "What is this?"},
+		{Type: "image", Source: &Source{Type: "base64", MediaType: "image/png", Data: "iVBORw0KGgo="}}}}}
+	if diff := cmp.Diff(want, reqs[0].Messages()); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+}
+
 func TestWaitMain(t *testing.T) {
 	a := StartAnthropic(t, Text("a"), Text("b"), Text("c"))
 	var wg sync.WaitGroup

@@ -101,6 +101,15 @@ type Block struct {
 	Input     json.RawMessage // tool_use input
 	ToolUseID string          // tool_result's tool_use_id
 	IsError   bool            // tool_result's is_error
+	Source    *Source         // image's (or document's) source; nil for other blocks
+}
+
+// Source is where an image or document block's content comes from.
+type Source struct {
+	Type      string `json:"type"`       // "base64", "url", ...
+	MediaType string `json:"media_type"` // e.g. "image/png"
+	Data      string `json:"data"`       // base64
+	URL       string `json:"url"`
 }
 
 // Messages is the body's messages, flattened.
@@ -111,7 +120,7 @@ func (r Request) Messages() []Message {
 		var texts []string
 		for _, b := range decodeBlocks(m.Content) {
 			blk := Block{Type: b.Type, Text: b.Text, ID: b.ID, Name: b.Name, Input: b.Input,
-				ToolUseID: b.ToolUseID, IsError: b.IsError}
+				ToolUseID: b.ToolUseID, IsError: b.IsError, Source: b.Source}
 			if b.Type == "tool_result" {
 				var parts []string
 				for _, c := range decodeBlocks(b.Content) {
@@ -153,6 +162,7 @@ type rawBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	IsError   bool            `json:"is_error"`
 	Content   json.RawMessage `json:"content"` // tool_result: a string or blocks
+	Source    *Source         `json:"source"`  // image, document
 }
 
 // decodeBlocks reads content that is either a string (one text block) or
