@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/agentgateway/gateway/internal/actions"
 )
 
 // DefaultEnvFile is the .env file Load reads when LoadOptions.EnvFile is
@@ -152,6 +154,14 @@ type Config struct {
 	// ArchiveDays is how many days the conversation archive keeps
 	// (ARCHIVE_DAYS); 0 keeps everything.
 	ArchiveDays int
+	// Actions are the Discord actions' switches: DISCORD_ACTIONS and one
+	// per category (DISCORD_ACTIONS_CHANNELS...).
+	Actions actions.Flags
+	// ActionsMaxPerTurn bounds the actions of one reply
+	// (DISCORD_ACTIONS_MAX_PER_TURN); ActionsMaxFollowups the follow-up
+	// turns that bring query results back (DISCORD_ACTIONS_MAX_FOLLOWUPS).
+	ActionsMaxPerTurn   int
+	ActionsMaxFollowups int
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

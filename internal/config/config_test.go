@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentgateway/gateway/internal/actions"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed for the property tests (0: from the clock)")
@@ -87,6 +89,9 @@ func defaultConfig(t testing.TB) *Config {
 		MaxAttachmentsMB:     50,
 		HistoryMessages:      20,
 		ArchiveDays:          90,
+		Actions:              actions.DefaultFlags(),
+		ActionsMaxPerTurn:    10,
+		ActionsMaxFollowups:  3,
 		ProviderEnv:          map[string]string{},
 	}
 }
@@ -719,6 +724,19 @@ func TestRedacted(t *testing.T) {
 		"MAX_ATTACHMENTS_TOTAL_MB=50",
 		"HISTORY_MESSAGES=20",
 		"ARCHIVE_DAYS=90",
+		"DISCORD_ACTIONS=true",
+		"DISCORD_ACTIONS_MAX_PER_TURN=10",
+		"DISCORD_ACTIONS_MAX_FOLLOWUPS=3",
+		"DISCORD_ACTIONS_CHANNELS=true",
+		"DISCORD_ACTIONS_MESSAGING=true",
+		"DISCORD_ACTIONS_GUILD=true",
+		"DISCORD_ACTIONS_MODERATION=false",
+		"DISCORD_ACTIONS_POLLS=true",
+		"DISCORD_ACTIONS_CRONS=true",
+		"DISCORD_ACTIONS_MEMORY=true",
+		"DISCORD_ACTIONS_DEFER=true",
+		"DISCORD_ACTIONS_BOT_PROFILE=true",
+		"DISCORD_ACTIONS_CONFIG=true",
 		"ANTHROPIC_AUTH_TOKEN=<redacted>",
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:4",
 		"IS_SANDBOX=1",
@@ -1053,6 +1071,35 @@ var generators = []generator{
 }
 
 // providerGenerators make provider variables, which land in ProviderEnv.
+// actionGenerators set the Discord actions' switches and limits.
+var actionGenerators = func() []generator {
+	boolValue := func(r *rand.Rand) (string, bool) {
+		v := randPick(r, []string{"true", "false", "1", "0", "yes", "no", "on", "off"})
+		return randCase(r, v), slices.Contains([]string{"true", "1", "yes", "on"}, v)
+	}
+	gs := []generator{
+		{EnvActions, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			raw, b := boolValue(r)
+			return raw, func(_ testing.TB, c *Config) { c.Actions.Enabled = b }
+		}},
+		{EnvActionsMax, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			n := 1 + r.IntN(50)
+			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.ActionsMaxPerTurn = n }
+		}},
+		{EnvActionsFollowups, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			n := r.IntN(10)
+			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.ActionsMaxFollowups = n }
+		}},
+	}
+	for _, cat := range actions.Categories {
+		gs = append(gs, generator{ActionsEnv(cat), func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			raw, b := boolValue(r)
+			return raw, func(_ testing.TB, c *Config) { c.Actions.Categories[cat] = b }
+		}})
+	}
+	return gs
+}()
+
 var providerGenerators = func() []generator {
 	var gs []generator
 	for _, name := range []string{EnvOpenAIAPIKey, EnvGeminiAPIKey, EnvAnthropicAuthToken, "ANTHROPIC_BASE_URL", EnvIsSandbox, "PI_OFFLINE"} {
@@ -1080,7 +1127,7 @@ func TestPropertyRoundTrip(t *testing.T) {
 		env := []string{}
 		var dotenv strings.Builder
 		var desc []string
-		for _, g := range slices.Concat(generators, providerGenerators) {
+		for _, g := range slices.Concat(generators, actionGenerators, providerGenerators) {
 			raw, apply := g.value(r)
 			place := r.IntN(4)
 			switch place {

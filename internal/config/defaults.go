@@ -1,5 +1,11 @@
 package config
 
+import (
+	"strconv"
+
+	"github.com/agentgateway/gateway/internal/actions"
+)
+
 // defaults holds the value of every setting that is not given, as the text
 // an operator would write. Every key in keys has an entry; "" means unset.
 var defaults = map[string]string{
@@ -56,6 +62,15 @@ var defaults = map[string]string{
 	EnvMaxAttachmentsMB: "50",
 	EnvHistoryMessages:  "20",
 	EnvArchiveDays:      "90",
+	EnvActions:          "true",
+	EnvActionsMax:       "10",
+	EnvActionsFollowups: "3",
+}
+
+func init() {
+	for _, c := range actions.Categories {
+		defaults[ActionsEnv(c)] = strconv.FormatBool(actions.DefaultOn(c))
+	}
 }
 
 // Accepted values of the settings that take one of a few words. The first

@@ -1,5 +1,11 @@
 package config
 
+import (
+	"strings"
+
+	"github.com/agentgateway/gateway/internal/actions"
+)
+
 // Names of the environment variables (and .env keys) the gateway reads.
 const (
 	EnvDiscordToken      = "DISCORD_BOT_TOKEN"
@@ -47,7 +53,25 @@ const (
 	EnvMaxAttachmentsMB  = "MAX_ATTACHMENTS_TOTAL_MB"
 	EnvHistoryMessages   = "HISTORY_MESSAGES"
 	EnvArchiveDays       = "ARCHIVE_DAYS"
+	EnvActions           = "DISCORD_ACTIONS"
+	EnvActionsMax        = "DISCORD_ACTIONS_MAX_PER_TURN"
+	EnvActionsFollowups  = "DISCORD_ACTIONS_MAX_FOLLOWUPS"
 )
+
+// ActionsEnv is the name of a Discord action category's switch:
+// DISCORD_ACTIONS_CHANNELS, DISCORD_ACTIONS_BOT_PROFILE...
+func ActionsEnv(c actions.Category) string {
+	return EnvActions + "_" + strings.ToUpper(string(c))
+}
+
+// actionKeys are the switches of the action categories, in catalog order.
+var actionKeys = func() []string {
+	var ks []string
+	for _, c := range actions.Categories {
+		ks = append(ks, ActionsEnv(c))
+	}
+	return ks
+}()
 
 // Names of the model providers' credential variables. The gateway does not
 // read them into typed fields (except ANTHROPIC_API_KEY, above); it checks
@@ -64,7 +88,7 @@ const (
 
 // keys lists every typed setting, in the order Redacted shows them and
 // problems are reported.
-var keys = []string{
+var keys = append([]string{
 	EnvDiscordToken,
 	EnvAnthropicAPIKey,
 	EnvAllowedTools,
@@ -110,7 +134,10 @@ var keys = []string{
 	EnvMaxAttachmentsMB,
 	EnvHistoryMessages,
 	EnvArchiveDays,
-}
+	EnvActions,
+	EnvActionsMax,
+	EnvActionsFollowups,
+}, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)
 // that belong to model providers and their CLIs. DISCORD_* never matches:

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/agentgateway/gateway/internal/actions"
 )
 
 // parser turns viper's merged strings into typed fields, collecting every
@@ -88,6 +90,12 @@ func (p *parser) parse() *Config {
 		MaxAttachmentsMB:     field(p, EnvMaxAttachmentsMB, parseCountOrZero),
 		HistoryMessages:      field(p, EnvHistoryMessages, parseCountOrZero),
 		ArchiveDays:          field(p, EnvArchiveDays, parseCountOrZero),
+		Actions:              actions.Flags{Enabled: field(p, EnvActions, parseBool), Categories: map[actions.Category]bool{}},
+		ActionsMaxPerTurn:    field(p, EnvActionsMax, parseCount),
+		ActionsMaxFollowups:  field(p, EnvActionsFollowups, parseCountOrZero),
+	}
+	for _, cat := range actions.Categories {
+		c.Actions.Categories[cat] = field(p, ActionsEnv(cat), parseBool)
 	}
 	if p.get(EnvMaxWarm) != "" {
 		c.MaxWarm = field(p, EnvMaxWarm, parseCount)

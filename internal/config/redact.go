@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentgateway/gateway/internal/actions"
 )
 
 // masked stands in for a secret that is set.
@@ -65,6 +67,12 @@ func (c Config) settings() []setting {
 		{EnvMaxAttachmentsMB, strconv.Itoa(c.MaxAttachmentsMB)},
 		{EnvHistoryMessages, strconv.Itoa(c.HistoryMessages)},
 		{EnvArchiveDays, strconv.Itoa(c.ArchiveDays)},
+		{EnvActions, strconv.FormatBool(c.Actions.Enabled)},
+		{EnvActionsMax, strconv.Itoa(c.ActionsMaxPerTurn)},
+		{EnvActionsFollowups, strconv.Itoa(c.ActionsMaxFollowups)},
+	}
+	for _, cat := range actions.Categories {
+		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})
 	}
 	var names []string
 	for name := range c.ProviderEnv {

@@ -119,6 +119,32 @@ func (r *MemoryRun) tellOnce(err error) error {
 	return err
 }
 
+// Edit changes memory.md on the gateway's behalf (the agent's memory
+// actions): under the guard's lock it merges what runs left first, then
+// writes change's result atomically. Runs in progress merge against it as
+// against any concurrent write, so neither side loses a line. A file over
+// MaxFileSize is not edited (ErrMemoryTooLarge).
+func (g *MemoryGuard) Edit(change func(content string) (string, error)) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.syncLocked(nil); err != nil {
+		return err
+	}
+	cur, perm, err := g.read()
+	if err != nil {
+		return err
+	}
+	next, err := change(cur)
+	if err != nil || next == cur {
+		return err
+	}
+	if err := atomicfile.Write(g.path, []byte(next), perm); err != nil {
+		return fmt.Errorf("write memory.md: %w", err)
+	}
+	g.known = next
+	return nil
+}
+
 // maxMergeRetries bounds how often a merge starts over because the file
 // changed while it merged.
 const maxMergeRetries = 3
