@@ -256,6 +256,8 @@ type Bot struct {
 	turns map[uint64]*turn
 	// approvals are the open tool approvals (with their own lock).
 	approvals approvals
+	// confirms are the destructive actions waiting for a person.
+	confirms confirmations
 }
 
 // seen is the newest message of a channel and the channel's guild.
