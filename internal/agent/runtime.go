@@ -190,6 +190,9 @@ type Options struct {
 	// (after a reset, or a session that could not be resumed) the
 	// channel's recent conversation.
 	History History
+	// Memory guards memory.md; nil makes the runtime its own. Share it
+	// with whatever else writes memory.md (the memory actions).
+	Memory *persona.MemoryGuard
 	// Exchanges, if set, is told about every finished event.
 	Exchanges ExchangeRecorder
 	// Actions, if set, runs the Discord actions in the agent's replies;
@@ -324,13 +327,16 @@ func (r *Runtime) answeredWithin(e queue.Event) (into uint64, ok bool) {
 
 // New returns a runtime. hooks may be nil.
 func New(opts Options, backend backends.Backend, sessions *session.Store, out Replier, hooks Hooks, log zerolog.Logger) *Runtime {
+	if opts.Memory == nil {
+		opts.Memory = persona.NewMemoryGuard(filepath.Join(opts.ConfigDir, persona.MemoryFile))
+	}
 	return &Runtime{
 		opts:     opts,
 		backend:  backend,
 		sessions: sessions,
 		out:      out,
 		hooks:    hooks,
-		memory:   persona.NewMemoryGuard(filepath.Join(opts.ConfigDir, persona.MemoryFile)),
+		memory:   opts.Memory,
 		persona:  persona.NewLoader(opts.ConfigDir),
 		prompts:  &promptCache{dir: opts.TempDir, memoryPath: filepath.Join(opts.ConfigDir, persona.MemoryFile)},
 		log:      log,

@@ -70,6 +70,9 @@ type CoreOptions struct {
 	// Outbox, if set, sends the files the agent leaves in its outbox with
 	// the reply, within these limits.
 	Outbox *files.Limits
+	// Actions, if set, runs the Discord actions in the agent's replies;
+	// NewCore gives it the memory guard and the channels' models.
+	Actions *actionRunner
 }
 
 // NewBackend builds the backend the config selects, with the environment
@@ -194,6 +197,12 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		ScheduledToolsAllowed: cfg.ScheduledToolsPolicy == config.ScheduledToolsAllow,
 		Attachments:           opts.Attachments,
 		Outbox:                opts.Outbox,
+	}
+	aopts.Memory = persona.NewMemoryGuard(filepath.Join(cfg.ConfigDir, persona.MemoryFile))
+	if opts.Actions != nil {
+		opts.Actions.env.Memory = memoryActions{guard: aopts.Memory, path: filepath.Join(cfg.ConfigDir, persona.MemoryFile)}
+		opts.Actions.env.Models = channelModels{sessions: sessions, fallback: cfg.Model}
+		aopts.Actions, aopts.ActionFollowups = opts.Actions, cfg.ActionsMaxFollowups
 	}
 	if x := openExchanges(cfg, log); x != nil {
 		aopts.Exchanges = x

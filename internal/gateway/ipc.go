@@ -77,41 +77,53 @@ type ipcFiles struct {
 }
 
 // resolve turns a files entry (relative to CONFIG_DIR/ipc, or absolute)
-// into the real path of a regular file inside one of the roots, small
-// enough to upload and holding none of the gateway's secrets; the error
-// says why not, without server paths.
+// into the real path of a file allowedFile lets out.
 func (f ipcFiles) resolve(path string) (string, error) {
 	roots := f.roots()
 	if !filepath.IsAbs(path) && len(roots) > 0 {
 		path = filepath.Join(roots[0], path)
 	}
+	return allowedFile(roots, path, f.limit, f.secrets)
+}
+
+// allowedFile returns the real path of path when it is a regular file
+// inside one of roots (resolved, symbolic links followed), small enough to
+// upload and holding none of the gateway's secrets; the error says why
+// not, naming the file but no server path.
+func allowedFile(roots []string, path string, limit int64, secrets func() []string) (string, error) {
+	name := filepath.Base(path)
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
+		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
 	}
 	inside := slices.ContainsFunc(roots, func(root string) bool {
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
 		rel, err := filepath.Rel(root, real)
 		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 	})
 	if !inside {
-		return "", fmt.Errorf("%s is outside the folders files may be sent from (CONFIG_DIR/ipc, the agent's .gateway, WORK_DIR, PROJECTS_ROOT)", filepath.Base(path))
+		return "", fmt.Errorf("%s is outside the folders files may be sent from", name)
 	}
 	st, err := os.Stat(real)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
+		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
 	case !st.Mode().IsRegular():
-		return "", fmt.Errorf("%s is not a regular file", filepath.Base(path))
-	case st.Size() > f.limit:
-		return "", fmt.Errorf("%s is larger than Discord's upload limit", filepath.Base(path))
+		return "", fmt.Errorf("%s is not a regular file", name)
+	case st.Size() > limit:
+		return "", fmt.Errorf("%s is larger than Discord's upload limit", name)
 	}
-	data, err := files.Read(real, filepath.Dir(real), f.limit)
+	data, err := files.Read(real, filepath.Dir(real), limit)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Base(path), files.WithoutPath(err))
+		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
 	}
-	for _, s := range f.secrets() {
-		if len(s) >= 8 && strings.Contains(string(data), s) {
-			return "", errors.New(filepath.Base(path) + " contains one of the gateway's secrets")
+	if secrets != nil {
+		for _, s := range secrets() {
+			if len(s) >= 8 && strings.Contains(string(data), s) {
+				return "", errors.New(name + " contains one of the gateway's secrets")
+			}
 		}
 	}
 	return real, nil

@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/actions"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/files"
+	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/session"
+)
+
+// actionRunner runs the Discord actions of the agent's replies
+// (agent.ActionRunner).
+type actionRunner struct {
+	// env is filled in as the gateway starts (the cron actions need the
+	// scheduler, which needs the queue); it is fixed before any event
+	// runs.
+	env     *actions.Env
+	guildOf func(channelID string) string
+	log     zerolog.Logger
+}
+
+// turn describes where e's actions run.
+func (a *actionRunner) turn(e queue.Event, workDir string) actions.Turn {
+	t := actions.Turn{GuildID: e.GuildID, ChannelID: e.ChannelID, UserID: e.UserID,
+		Scheduled: e.Kind != queue.KindMessage, WorkDir: workDir}
+	if t.GuildID == "" && t.Scheduled && e.ChannelID != "" && a.guildOf != nil {
+		// A scheduled event names only its channel.
+		t.GuildID = a.guildOf(e.ChannelID)
+	}
+	return t
+}
+
+// Section implements agent.ActionRunner.
+func (a *actionRunner) Section(e queue.Event) string {
+	if e.ChannelID == "" {
+		return ""
+	}
+	return actions.PromptSection(a.env.Available(a.turn(e, "")), a.env.MaxPerTurn)
+}
+
+// Run implements agent.ActionRunner: only the agent's own reply is
+// parsed, so text it quotes (a webhook's payload, a fetched message) is
+// never run.
+func (a *actionRunner) Run(ctx context.Context, e queue.Event, workDir, reply string) (string, []string, string) {
+	clean, blocks := actions.Parse(reply)
+	if len(blocks) == 0 {
+		return reply, nil, ""
+	}
+	if e.ChannelID == "" {
+		// Nowhere to report: nothing runs.
+		a.log.Warn().Uint64("event", e.ID).Int("actions", len(blocks)).Msg("actions in a reply that goes to no channel were not run")
+		return clean, nil, ""
+	}
+	results := a.env.Run(ctx, a.turn(e, workDir), blocks)
+	var report []string
+	var data strings.Builder
+	for _, r := range results {
+		report = append(report, r.Line())
+		ev := a.log.Info()
+		if !r.OK {
+			ev = a.log.Warn()
+		}
+		ev.Uint64("event", e.ID).Str("channel", e.ChannelID).Str("action", r.Type).Bool("ok", r.OK).Str("summary", r.Summary).Msg("discord action")
+		if r.Query() {
+			fmt.Fprintf(&data, "### %s: %s\n%s\n", r.Type, r.Summary, strings.TrimRight(r.Data, "\n"))
+		}
+	}
+	return clean, report, data.String()
+}
+
+// memoryActions are the memory actions on memory.md, through the guard
+// the runtime uses, so a turn running meanwhile keeps every fact.
+type memoryActions struct {
+	guard *persona.MemoryGuard
+	path  string
+}
+
+func (m memoryActions) Remember(text string) error {
+	return m.guard.Edit(func(c string) (string, error) {
+		if c != "" && !strings.HasSuffix(c, "\n") {
+			c += "\n"
+		}
+		if c == "" {
+			c = persona.MemoryHeader
+		}
+		return c + "- " + text + "\n", nil
+	})
+}
+
+// Forget removes the lines that contain text, headings excepted.
+func (m memoryActions) Forget(text string) (int, error) {
+	n := 0
+	err := m.guard.Edit(func(c string) (string, error) {
+		lines := strings.SplitAfter(c, "\n")
+		kept := lines[:0]
+		for _, l := range lines {
+			if strings.Contains(l, text) && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				n++
+				continue
+			}
+			kept = append(kept, l)
+		}
+		return strings.Join(kept, ""), nil
+	})
+	return n, err
+}
+
+func (m memoryActions) Show() (string, error) {
+	data, err := os.ReadFile(m.path)
+	if err != nil {
+		return "", fmt.Errorf("read memory.md: %w", files.WithoutPath(err))
+	}
+	if len(data) > persona.MaxFileSize {
+		data = data[:persona.MaxFileSize]
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// channelModels are the channels' models, as /model sets them.
+type channelModels struct {
+	sessions *session.Store
+	fallback string
+}
+
+func (m channelModels) Model(channelID string) (string, bool) {
+	if s := m.sessions.Settings(channelID); s.Model != "" {
+		return s.Model, false
+	}
+	return m.fallback, true
+}
+
+func (m channelModels) SetModel(channelID, model string) error {
+	_, _, err := m.sessions.UpdateSettings(channelID, func(s *session.Settings) { s.Model = model })
+	return err
+}
+
+// newActions builds the actions' environment from the config; NewCore
+// adds the memory and the models, the caller Discord, the confirmations
+// and the cron jobs.
+func newActions(cfg *config.Config, uploadLimit int64, secrets func() []string) *actions.Env {
+	return &actions.Env{
+		ResolveFile: func(workDir, path string) (string, error) {
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(workDir, path)
+			}
+			return allowedFile([]string{workDir}, path, uploadLimit, secrets)
+		},
+		ChannelAllowed: func(id string) bool {
+			return len(cfg.AllowedChannelIDs) == 0 || slices.Contains(cfg.AllowedChannelIDs, id)
+		},
+		Flags:      cfg.Actions,
+		MaxPerTurn: cfg.ActionsMaxPerTurn,
+	}
+}
