@@ -26,6 +26,23 @@ type Models interface {
 	SetModel(channelID, model string) error
 }
 
+// Presence sets what the bot shows (the bot profile actions).
+type Presence interface {
+	SetStatus(ctx context.Context, status string) error
+	SetActivity(ctx context.Context, kind, text string) error
+}
+
+// Reactions asks a question answered with a reaction; the answer comes
+// back to the agent as a new prompt in the channel.
+type Reactions interface {
+	AskWithReactions(ctx context.Context, t Turn, channelID, question string, emoji []string) (string, error)
+}
+
+// Deferrer keeps a prompt to run in a channel later (the defer action).
+type Deferrer interface {
+	Defer(t Turn, channelID, prompt string, delay time.Duration) error
+}
+
 // Confirmer asks the person who sent the prompt (or an approver) to
 // confirm a destructive action, and waits for the answer.
 type Confirmer interface {
@@ -39,6 +56,13 @@ type Env struct {
 	Memory  MemoryStore
 	Models  Models
 	Confirm Confirmer
+	Defer   Deferrer
+	// Presence and Reactions are parts of the bot; nil leaves their
+	// actions out.
+	Presence  Presence
+	Reactions Reactions
+	// MaxDefer bounds a defer action's delay.
+	MaxDefer time.Duration
 	// ResolveFile turns a sendFile path (relative to the working
 	// directory) into an absolute path it allows, or says why not.
 	ResolveFile func(workDir, path string) (string, error)
@@ -131,10 +155,20 @@ func (env Env) implemented(typ string) bool {
 		return env.Memory != nil
 	case Config:
 		return env.Models != nil
-	case Channels, Messaging, Guild, Moderation, Polls, BotProfile:
+	case Defer:
+		return env.Defer != nil
+	case BotProfile:
+		if typ == "botSetNickname" {
+			return env.Discord != nil
+		}
+		return env.Presence != nil
+	case Channels, Messaging, Guild, Moderation, Polls:
 		if env.Discord == nil {
 			return false
 		}
+	}
+	if typ == "reactionPrompt" && env.Reactions == nil {
+		return false
 	}
 	if s.Destructive && env.Confirm == nil {
 		return false

@@ -55,6 +55,10 @@ var executors = map[string]executor{
 	"botSetNickname":     botSetNickname,
 	"modelShow":          modelShow,
 	"modelSet":           modelSet,
+	"defer":              deferPrompt,
+	"botSetStatus":       botSetStatus,
+	"botSetActivity":     botSetActivity,
+	"reactionPrompt":     reactionPrompt,
 }
 
 func channelList(ctx context.Context, x *run, _ Action) (string, string, error) {
@@ -673,4 +677,60 @@ func modelSet(_ context.Context, x *run, a Action) (string, string, error) {
 		return "this channel's model is the default again", "", nil
 	}
 	return "this channel's model is now " + m, "", nil
+}
+
+func deferPrompt(ctx context.Context, x *run, a Action) (string, string, error) {
+	c, err := x.channel(ctx, a.String("channel"))
+	if err != nil {
+		return "", "", err
+	}
+	secs, _ := a.Int("delaySeconds")
+	d := time.Duration(secs) * time.Second
+	if d <= 0 || (x.env.MaxDefer > 0 && d > x.env.MaxDefer) {
+		return "", "", fmt.Errorf("delaySeconds must be 1 to %d (DISCORD_ACTIONS_DEFER_MAX_SECONDS)", int(x.env.MaxDefer/time.Second))
+	}
+	prompt := strings.TrimSpace(a.String("prompt"))
+	if prompt == "" {
+		return "", "", errors.New("prompt is empty")
+	}
+	if err := x.env.Defer.Defer(x.ev, c.ID, prompt, d); err != nil {
+		return "", "", err
+	}
+	return fmt.Sprintf("will run a prompt in #%s in %s", c.Name, d), "", nil
+}
+
+func botSetStatus(ctx context.Context, x *run, a Action) (string, string, error) {
+	if err := x.env.Presence.SetStatus(ctx, a.String("status")); err != nil {
+		return "", "", err
+	}
+	return "set the status to " + strings.ToLower(a.String("status")), "", nil
+}
+
+func botSetActivity(ctx context.Context, x *run, a Action) (string, string, error) {
+	if err := x.env.Presence.SetActivity(ctx, a.String("activity"), a.String("text")); err != nil {
+		return "", "", err
+	}
+	if strings.TrimSpace(a.String("text")) == "" {
+		return "cleared the activity", "", nil
+	}
+	return fmt.Sprintf("set the activity to %s %s", strings.ToLower(a.String("activity")), excerpt(a.String("text"), 60)), "", nil
+}
+
+func reactionPrompt(ctx context.Context, x *run, a Action) (string, string, error) {
+	c, err := x.channel(ctx, a.String("channel"))
+	if err != nil {
+		return "", "", err
+	}
+	emoji := a.Strings("emoji")
+	if len(emoji) < minPromptEmoji || len(emoji) > maxPromptEmoji {
+		return "", "", fmt.Errorf("emoji must have %d to %d entries", minPromptEmoji, maxPromptEmoji)
+	}
+	question := strings.TrimSpace(a.String("question"))
+	if question == "" {
+		return "", "", errors.New("question is empty")
+	}
+	if _, err := x.env.Reactions.AskWithReactions(ctx, x.ev, c.ID, question, emoji); err != nil {
+		return "", "", err
+	}
+	return fmt.Sprintf("asked %q in #%s", excerpt(question, 60), c.Name), "", nil
 }

@@ -162,6 +162,11 @@ type Config struct {
 	// turns that bring query results back (DISCORD_ACTIONS_MAX_FOLLOWUPS).
 	ActionsMaxPerTurn   int
 	ActionsMaxFollowups int
+	// DeferMax bounds a defer action's delay
+	// (DISCORD_ACTIONS_DEFER_MAX_SECONDS) and DeferMaxPending the deferred
+	// prompts waiting at once (DISCORD_ACTIONS_DEFER_MAX_PENDING).
+	DeferMax        time.Duration
+	DeferMaxPending int
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

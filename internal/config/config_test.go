@@ -92,6 +92,8 @@ func defaultConfig(t testing.TB) *Config {
 		Actions:              actions.DefaultFlags(),
 		ActionsMaxPerTurn:    10,
 		ActionsMaxFollowups:  3,
+		DeferMax:             1800 * time.Second,
+		DeferMaxPending:      5,
 		ProviderEnv:          map[string]string{},
 	}
 }
@@ -727,6 +729,8 @@ func TestRedacted(t *testing.T) {
 		"DISCORD_ACTIONS=true",
 		"DISCORD_ACTIONS_MAX_PER_TURN=10",
 		"DISCORD_ACTIONS_MAX_FOLLOWUPS=3",
+		"DISCORD_ACTIONS_DEFER_MAX_SECONDS=1800",
+		"DISCORD_ACTIONS_DEFER_MAX_PENDING=5",
 		"DISCORD_ACTIONS_CHANNELS=true",
 		"DISCORD_ACTIONS_MESSAGING=true",
 		"DISCORD_ACTIONS_GUILD=true",
@@ -1089,6 +1093,14 @@ var actionGenerators = func() []generator {
 		{EnvActionsFollowups, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 			n := r.IntN(10)
 			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.ActionsMaxFollowups = n }
+		}},
+		{EnvDeferMaxSeconds, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			n := 1 + r.IntN(86400)
+			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.DeferMax = time.Duration(n) * time.Second }
+		}},
+		{EnvDeferMaxPending, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			n := 1 + r.IntN(100)
+			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.DeferMaxPending = n }
 		}},
 	}
 	for _, cat := range actions.Categories {

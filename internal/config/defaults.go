@@ -65,6 +65,8 @@ var defaults = map[string]string{
 	EnvActions:          "true",
 	EnvActionsMax:       "10",
 	EnvActionsFollowups: "3",
+	EnvDeferMaxSeconds:  "1800",
+	EnvDeferMaxPending:  "5",
 }
 
 func init() {

@@ -56,6 +56,8 @@ const (
 	EnvActions           = "DISCORD_ACTIONS"
 	EnvActionsMax        = "DISCORD_ACTIONS_MAX_PER_TURN"
 	EnvActionsFollowups  = "DISCORD_ACTIONS_MAX_FOLLOWUPS"
+	EnvDeferMaxSeconds   = "DISCORD_ACTIONS_DEFER_MAX_SECONDS"
+	EnvDeferMaxPending   = "DISCORD_ACTIONS_DEFER_MAX_PENDING"
 )
 
 // ActionsEnv is the name of a Discord action category's switch:
@@ -137,6 +139,8 @@ var keys = append([]string{
 	EnvActions,
 	EnvActionsMax,
 	EnvActionsFollowups,
+	EnvDeferMaxSeconds,
+	EnvDeferMaxPending,
 }, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)

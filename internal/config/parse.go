@@ -93,6 +93,8 @@ func (p *parser) parse() *Config {
 		Actions:              actions.Flags{Enabled: field(p, EnvActions, parseBool), Categories: map[actions.Category]bool{}},
 		ActionsMaxPerTurn:    field(p, EnvActionsMax, parseCount),
 		ActionsMaxFollowups:  field(p, EnvActionsFollowups, parseCountOrZero),
+		DeferMax:             time.Duration(field(p, EnvDeferMaxSeconds, parseCount)) * time.Second,
+		DeferMaxPending:      field(p, EnvDeferMaxPending, parseCount),
 	}
 	for _, cat := range actions.Categories {
 		c.Actions.Categories[cat] = field(p, ActionsEnv(cat), parseBool)

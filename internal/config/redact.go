@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentgateway/gateway/internal/actions"
 )
@@ -70,6 +71,8 @@ func (c Config) settings() []setting {
 		{EnvActions, strconv.FormatBool(c.Actions.Enabled)},
 		{EnvActionsMax, strconv.Itoa(c.ActionsMaxPerTurn)},
 		{EnvActionsFollowups, strconv.Itoa(c.ActionsMaxFollowups)},
+		{EnvDeferMaxSeconds, strconv.Itoa(int(c.DeferMax / time.Second))},
+		{EnvDeferMaxPending, strconv.Itoa(c.DeferMaxPending)},
 	}
 	for _, cat := range actions.Categories {
 		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})

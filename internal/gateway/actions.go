@@ -2,16 +2,19 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/actions"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/deferred"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -160,5 +163,47 @@ func newActions(cfg *config.Config, uploadLimit int64, secrets func() []string) 
 		},
 		Flags:      cfg.Actions,
 		MaxPerTurn: cfg.ActionsMaxPerTurn,
+		MaxDefer:   cfg.DeferMax,
+	}
+}
+
+// deferrals keeps the agent's deferred prompts (actions.Deferrer) and
+// queues each when it is due, as a scheduled event of its channel: it runs
+// with the restrictions of scheduled runs (no more defers, no crons).
+type deferrals struct {
+	store      *deferred.Store
+	maxPending int
+}
+
+func (d deferrals) Defer(t actions.Turn, channelID, prompt string, delay time.Duration) error {
+	_, err := d.store.Add(deferred.Prompt{ChannelID: channelID, Prompt: prompt, Due: time.Now().Add(delay), UserID: t.UserID}, d.maxPending)
+	return err
+}
+
+// DeferSource is the queue.Event Source of deferred prompts.
+const DeferSource = "defer"
+
+// deferredEvent is the event a due prompt becomes; its key makes the
+// queue's journal refuse it twice (a restart between queueing and
+// forgetting it).
+func deferredEvent(p deferred.Prompt) queue.Event {
+	return queue.Event{
+		Kind:      queue.KindCron,
+		Source:    DeferSource,
+		Name:      "deferred",
+		ChannelID: p.ChannelID,
+		Text:      fmt.Sprintf("[A prompt you deferred at %s UTC, now due:]\n%s", p.Set.UTC().Format("2006-01-02 15:04"), p.Prompt),
+		Key:       "defer:" + p.ID,
+	}
+}
+
+// fireDeferred queues a due prompt.
+func fireDeferred(enqueue func(queue.Event) (queue.Receipt, error)) deferred.Fire {
+	return func(p deferred.Prompt) error {
+		_, err := enqueue(deferredEvent(p))
+		if errors.Is(err, queue.ErrDuplicate) {
+			return nil
+		}
+		return err
 	}
 }
