@@ -63,6 +63,62 @@ type prompt struct {
 	// is no longer current, whose file goes when users drops to zero.
 	users int
 	stale bool
+	// variants are this prompt with an event's own sections added (the
+	// channel's instructions, its Discord actions), by those sections:
+	// most turns of a channel use the same one, so it is written once.
+	variants map[string]*variant
+}
+
+// variant is the file of a prompt with an event's own sections.
+type variant struct {
+	path  string
+	users int
+}
+
+// maxIdleVariants bounds the variant files kept while no run uses them.
+const maxIdleVariants = 32
+
+// variant returns the file of p's text followed by extra, writing it the
+// first time, and a release function the run calls when it is done.
+func (c *promptCache) variant(p *prompt, extra string) (string, func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := p.variants[extra]
+	if v == nil {
+		path, err := writePromptFile(c.dir, p.text+extra, c.group)
+		if err != nil {
+			return "", nil, err
+		}
+		if p.variants == nil {
+			p.variants = map[string]*variant{}
+		}
+		if len(p.variants) >= maxIdleVariants {
+			dropIdle(p)
+		}
+		v = &variant{path: path}
+		p.variants[extra] = v
+	}
+	v.users++
+	release := sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		v.users--
+		if p.stale && v.users == 0 {
+			removePromptFile(v.path)
+			delete(p.variants, extra)
+		}
+	})
+	return v.path, release, nil
+}
+
+// dropIdle removes the variant files of p no run uses.
+func dropIdle(p *prompt) {
+	for k, v := range p.variants {
+		if v.users == 0 {
+			removePromptFile(v.path)
+			delete(p.variants, k)
+		}
+	}
 }
 
 // acquire returns the prompt for files, writing a new version when they
@@ -79,6 +135,7 @@ func (c *promptCache) acquire(files persona.Files) (*prompt, func(), error) {
 		}
 		if old := c.current; old != nil {
 			old.stale = true
+			dropIdle(old)
 			if old.users == 0 {
 				removePromptFile(old.path)
 			}
@@ -104,6 +161,7 @@ func (c *promptCache) close() {
 	defer c.mu.Unlock()
 	if c.current != nil {
 		c.current.stale = true
+		dropIdle(c.current)
 		if c.current.users == 0 {
 			removePromptFile(c.current.path)
 		}

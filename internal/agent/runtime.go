@@ -815,18 +815,17 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 		// The channel's own instructions and the Discord actions make a
 		// prompt of their own, in a file of this run's.
 		var b strings.Builder
-		b.WriteString(p.text)
 		hashes = maps.Clone(hashes)
 		for _, sec := range extra {
 			b.WriteString("## " + sec.name + "\n\n" + sec.text + "\n\n")
 			hashes[sec.name] = persona.Hash(sec.text)
 		}
-		systemText = b.String()
-		path, err := writePromptFile(r.opts.TempDir, systemText, r.prompts.sharedGroup())
+		systemText = p.text + b.String()
+		path, release, err := r.prompts.variant(p, b.String())
 		if err != nil {
 			return backends.Result{}, err
 		}
-		defer removePromptFile(path)
+		defer release()
 		systemFile = path
 	}
 	if resume {
