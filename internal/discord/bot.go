@@ -258,6 +258,10 @@ type Bot struct {
 	approvals approvals
 	// confirms are the destructive actions waiting for a person.
 	confirms confirmations
+	// questions are the reaction prompts waiting for an answer.
+	questions reactionPrompts
+	// presence is the status and activity the agent set.
+	presence presence
 }
 
 // seen is the newest message of a channel and the channel's guild.

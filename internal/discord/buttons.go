@@ -279,7 +279,7 @@ func (b *Bot) EditMessage(ctx context.Context, channel, message, text string) er
 		AllowedMentions: &api.AllowedMentions{Parse: []api.AllowedMentionType{}},
 	})
 	if err != nil {
-		return fmt.Errorf("edit message %s in channel %s: %w", message, channel, err)
+		return fmt.Errorf("edit message %s in channel %s: %w", message, channel, refused(err))
 	}
 	return nil
 }

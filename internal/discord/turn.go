@@ -595,6 +595,9 @@ func (b *Bot) onReaction(ev *gateway.MessageReactionAddEvent) {
 	if ev.Emoji.ID.IsValid() || ev.UserID == b.me() || (ev.Member != nil && ev.Member.User.Bot) {
 		return
 	}
+	if b.reactionAnswer(ev) {
+		return
+	}
 	if ev.Emoji.Name == sendNowEmoji {
 		go b.sendNowReaction(ev.ChannelID, ev.MessageID, ev.UserID.String())
 		return

@@ -118,6 +118,8 @@ func (s *Server) endpointLocked(r *http.Request, path string, body []byte) (int,
 		return 200, map[string]any{"id": s.App.String(), "name": BotUsername}
 	case len(parts) >= 2 && parts[0] == "channels":
 		return s.channelEndpointLocked(r.Method, parts[1:], r.URL.Query(), r.Header.Get("Content-Type"), body)
+	case len(parts) >= 2 && parts[0] == "guilds":
+		return s.guildEndpointLocked(r, parts[1:], body)
 	case r.Method == "PUT" && len(parts) == 3 && parts[0] == "applications" && parts[2] == "commands":
 		return s.putCommandsLocked(body)
 	case r.Method == "POST" && len(parts) == 4 && parts[0] == "interactions" && parts[3] == "callback":
@@ -140,6 +142,8 @@ func (s *Server) channelEndpointLocked(method string, parts []string, q map[stri
 		return 200, s.channelJSON(c.Channel)
 	case method == "POST" && len(rest) == 1 && rest[0] == "typing":
 		return http.StatusNoContent, nil
+	case method == "POST" && len(rest) == 1 && rest[0] == "messages" && isPoll(ctype, body):
+		return s.createPollLocked(c, body)
 	case method == "POST" && len(rest) == 1 && rest[0] == "messages":
 		return s.createMessageLocked(c, ctype, body)
 	case method == "GET" && len(rest) == 1 && rest[0] == "messages":
@@ -147,12 +151,15 @@ func (s *Server) channelEndpointLocked(method string, parts []string, q map[stri
 	case method == "PATCH" && len(rest) == 2 && rest[0] == "messages":
 		return s.editMessageLocked(c, rest[1], ctype, body)
 	case (method == "PUT" || method == "DELETE") && len(rest) == 5 && rest[0] == "messages" && rest[2] == "reactions" && rest[4] == "@me":
+		if status, e, refused := reactionRefused(c, rest[1], rest[3]); refused {
+			return status, e
+		}
 		s.botReactionLocked(c, rest[1], rest[3], method == "PUT")
 		return http.StatusNoContent, nil
 	case method == "DELETE" && len(rest) == 2 && rest[0] == "messages":
 		return s.deleteMessageLocked(c, rest[1])
 	}
-	return http.StatusNotFound, apiError{Message: "404: Not Found", Code: 0}
+	return s.channelActionLocked(c, method, rest, body)
 }
 
 type sentMessage struct {

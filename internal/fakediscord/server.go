@@ -3,12 +3,15 @@
 // replay, invalid sessions) and the REST v9 endpoints the gateway uses
 // (messages with nonces, file uploads and buttons, message edits, typing,
 // reactions, slash commands, button presses, interaction callbacks
-// including UPDATE_MESSAGE, interaction webhooks, history). The real
+// including UPDATE_MESSAGE, interaction webhooks, history), and those of
+// the Discord actions (guild.go: channels, threads, pins, polls, members,
+// roles, scheduled events, moderation, the bot's nickname). The real
 // arikawa client connects to it.
 //
 // Tests drive it like users would (Post, Interact, Press), break it like
 // Discord does (Fail with 429/5xx, Disconnect, Offline), and inspect what
-// the bot did (Requests, Frames, Messages, Message, Answers, Callbacks). A
+// the bot did (Requests, Frames, Messages, Message, Answers, Callbacks,
+// and for the actions Pins, Polls, AuditLog, Events, Threads, Nick). A
 // Server is safe for concurrent use.
 package fakediscord
 
@@ -208,6 +211,8 @@ type Server struct {
 	downloads int
 	// changed is closed and replaced whenever state changes (Wait).
 	changed chan struct{}
+	// gstate is what guild.go keeps: members, events, pins, polls.
+	gstate *guildState
 }
 
 // pressedMessage is where a pressed button is.
@@ -335,7 +340,8 @@ func (s *Server) AddChannel(c Channel) discord.ChannelID {
 // AddRole creates a role in a guild.
 func (s *Server) AddRole(g discord.GuildID, name string) discord.RoleID {
 	s.mu.Lock()
-	r := discord.Role{ID: discord.RoleID(s.id()), Name: name}
+	// Each new role sits above the earlier ones (@everyone is 0).
+	r := discord.Role{ID: discord.RoleID(s.id()), Name: name, Position: len(s.roles[g]) + 1}
 	s.roles[g] = append(s.roles[g], r)
 	s.mu.Unlock()
 	s.announceGuild(g)
