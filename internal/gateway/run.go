@@ -17,6 +17,7 @@ import (
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/cost"
+	"github.com/agentgateway/gateway/internal/deferred"
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
@@ -160,6 +161,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// scheduler (Done) and the hooks need the runtime: bind them in turn.
 	var finished atomic.Uint64 // events processed, for trimWhenIdle
 	hooks := &hookRunner{}
+	var acts *actionRunner
+	if cfg.Actions.Enabled {
+		acts = &actionRunner{env: newActions(cfg, int64(dopts.UploadLimit), secrets), guildOf: bot.GuildOf,
+			log: log.With().Str("component", "actions").Logger()}
+		acts.env.Discord, acts.env.Confirm, acts.env.Presence, acts.env.Reactions = bot, bot, bot, bot
+	}
 	core, err := NewCore(cfg, CoreOptions{
 		Backend: opts.Backend,
 		Replier: bot,
@@ -173,7 +180,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Admit:   ctl.admit,
 		Attachments: files.NewFetcher(cfg.DiscordAPIBaseURL,
 			int64(cfg.MaxAttachmentMB)<<20, int64(cfg.MaxAttachmentsMB)<<20),
-		Outbox: &files.Limits{Files: files.MaxFilesPerMessage, Bytes: int64(dopts.UploadLimit), Secrets: secrets},
+		Outbox:  &files.Limits{Files: files.MaxFilesPerMessage, Bytes: int64(dopts.UploadLimit), Secrets: secrets},
+		Actions: acts,
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			durable.done(e, out)
 			finished.Add(1)
@@ -208,6 +216,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	hooks.instruction, hooks.process = sched.Hook, core.Runtime.Process
+	if acts != nil {
+		// Before the queue runs: the actions' parts are fixed from then on.
+		store, err := deferred.Open(filepath.Join(cfg.ConfigDir, deferred.FileName), opts.Clock, fireDeferred(core.Queue.Enqueue),
+			log.With().Str("component", "defer").Logger())
+		if err != nil {
+			log.Error().Err(files.WithoutPath(err)).Msg("the deferred prompts cannot be read; the defer action is off until the file is fixed or removed")
+		} else {
+			defer store.Close()
+			acts.env.Defer = deferrals{store: store, maxPending: cfg.DeferMaxPending}
+		}
+	}
 	if err := gate.Start(sched); err != nil {
 		log.Error().Err(err).Msg("schedule")
 	}
