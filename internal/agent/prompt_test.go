@@ -101,3 +101,50 @@ func TestPromptFileOwner(t *testing.T) {
 		}
 	}
 }
+
+// A run's own sections share one file per distinct text while the persona
+// is unchanged; a persona change removes the variants no run uses, and the
+// others when their runs end.
+func TestPromptVariants(t *testing.T) {
+	dir := t.TempDir()
+	c := &promptCache{dir: dir}
+	files := persona.Files{"Identity": "# Identity\nName: A\n"}
+	p, release, err := c.acquire(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, r1, err := c.variant(p, "## Discord Actions\n\nx\n\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, r2, _ := c.variant(p, "## Discord Actions\n\nx\n\n")
+	b1, rb, _ := c.variant(p, "## Channel Instructions\n\ny\n\n")
+	if a1 != a2 || a1 == b1 {
+		t.Fatalf("variant files: %s %s %s; want the same text to share one", a1, a2, b1)
+	}
+	if data, _ := os.ReadFile(a1); string(data) != p.text+"## Discord Actions\n\nx\n\n" {
+		t.Errorf("variant holds %q", data)
+	}
+	r1()
+	r2()
+	release()
+	if _, err := os.Stat(a1); err != nil {
+		t.Errorf("an idle variant of the current prompt was removed: %v", err)
+	}
+	// The persona changes while b's run still holds its file.
+	if _, release2, err := c.acquire(persona.Files{"Identity": "# Identity\nName: B\n"}); err != nil {
+		t.Fatal(err)
+	} else {
+		defer release2()
+	}
+	if _, err := os.Stat(a1); !os.IsNotExist(err) {
+		t.Errorf("an idle variant of a stale prompt is still there: %v", err)
+	}
+	if _, err := os.Stat(b1); err != nil {
+		t.Errorf("a variant in use was removed: %v", err)
+	}
+	rb()
+	if _, err := os.Stat(b1); !os.IsNotExist(err) {
+		t.Errorf("a stale variant outlived its last run: %v", err)
+	}
+}
