@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentgateway/gateway/internal/actions"
 )
 
 // Limit is Discord's limit for a message's content, in characters.
@@ -181,11 +183,28 @@ func defuse(s string) string {
 	return r.Replace(s)
 }
 
+// withoutActions hides the Discord action blocks of a streamed answer,
+// whole or still being written: the gateway runs them at the end and
+// reports each, so their JSON is noise on the card.
+func withoutActions(text string) string {
+	for {
+		i := strings.Index(text, actions.OpenTag)
+		if i < 0 {
+			return text
+		}
+		j := strings.Index(text[i:], actions.CloseTag)
+		if j < 0 {
+			return text[:i]
+		}
+		text = text[:i] + text[i+j+len(actions.CloseTag):]
+	}
+}
+
 // preview is the tail of text in at most n characters, as a quote: the
 // last lines that fit, cut at a line start where it can be, with any code
 // fence it is inside reopened at the top and closed at the end.
 func preview(text string, n int) string {
-	text = strings.TrimSpace(text)
+	text = strings.TrimSpace(withoutActions(text))
 	if text == "" || n < 40 {
 		return ""
 	}

@@ -332,3 +332,18 @@ func TestRenderShowsTheSandboxTier(t *testing.T) {
 		t.Errorf("header %q: want the sandbox tier after the model", first)
 	}
 }
+
+// The card does not show the JSON of action blocks, whole or half written.
+func TestPreviewHidesActionBlocks(t *testing.T) {
+	for text, want := range map[string]string{
+		"Creating it now.\n<discord-action>{\"type\":\"channelCreate\",\"name\":\"standup\"}</discord-action>\nDone soon.": "Creating it now.\n\nDone soon.",
+		"Creating it now.\n<discord-action>{\"type\":\"chann":                                                              "Creating it now.",
+	} {
+		if got := withoutActions(text); strings.TrimSpace(got) != strings.TrimSpace(want) {
+			t.Errorf("withoutActions(%q) = %q, want %q", text, got, want)
+		}
+		if card := preview(text, 500); strings.Contains(card, "discord-action") {
+			t.Errorf("preview shows an action block: %q", card)
+		}
+	}
+}
