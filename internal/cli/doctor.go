@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/actions"
 	"github.com/agentgateway/gateway/internal/card"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/cost"
@@ -156,6 +157,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		}
 		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
 		checks = append(checks, skillChecks(cfg.ConfigDir)...)
+		checks = append(checks, actionsCheck(cfg))
 		checks = append(checks, fileModeChecks(cfg, opts.envFile)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, holdChecks(cfg)...)
@@ -310,6 +312,26 @@ func skillChecks(dir string) []check {
 		out = append(out, check{Name: "skills", Warning: true, Detail: err.Error()})
 	}
 	return out
+}
+
+// actionsCheck says which Discord action categories the agent may use.
+func actionsCheck(cfg *config.Config) check {
+	if !cfg.Actions.Enabled {
+		return check{Name: "discord-actions", OK: true, Detail: "off (" + config.EnvActions + "=false)"}
+	}
+	var on, off []string
+	for _, c := range actions.Categories {
+		if cfg.Actions.Categories[c] {
+			on = append(on, string(c))
+		} else {
+			off = append(off, string(c))
+		}
+	}
+	detail := "on: " + strings.Join(on, ", ")
+	if len(off) > 0 {
+		detail += "; off: " + strings.Join(off, ", ")
+	}
+	return check{Name: "discord-actions", OK: true, Detail: detail + fmt.Sprintf("; at most %d per reply", cfg.ActionsMaxPerTurn)}
 }
 
 // backendChecks finds a backend's CLI, asks it for its version, compares
