@@ -114,6 +114,10 @@ func (s *Store) Add(p Prompt, max int) (Prompt, error) {
 	return p, nil
 }
 
+// Now is the time on the store's clock, the one its timers run on: a
+// prompt's Due is set from it.
+func (s *Store) Now() time.Time { return s.clock.Now() }
+
 // Pending is how many prompts wait.
 func (s *Store) Pending() int {
 	s.mu.Lock()

@@ -176,7 +176,7 @@ type deferrals struct {
 }
 
 func (d deferrals) Defer(t actions.Turn, channelID, prompt string, delay time.Duration) error {
-	_, err := d.store.Add(deferred.Prompt{ChannelID: channelID, Prompt: prompt, Due: time.Now().Add(delay), UserID: t.UserID}, d.maxPending)
+	_, err := d.store.Add(deferred.Prompt{ChannelID: channelID, Prompt: prompt, Due: d.store.Now().Add(delay), UserID: t.UserID}, d.maxPending)
 	return err
 }
 

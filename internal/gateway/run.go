@@ -161,12 +161,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// scheduler (Done) and the hooks need the runtime: bind them in turn.
 	var finished atomic.Uint64 // events processed, for trimWhenIdle
 	hooks := &hookRunner{}
-	var acts *actionRunner
-	if cfg.Actions.Enabled {
-		acts = &actionRunner{env: newActions(cfg, int64(dopts.UploadLimit), secrets), guildOf: bot.GuildOf,
-			log: log.With().Str("component", "actions").Logger()}
-		acts.env.Discord, acts.env.Confirm, acts.env.Presence, acts.env.Reactions = bot, bot, bot, bot
-	}
+	// With DISCORD_ACTIONS off too: nothing teaches the agent the actions
+	// then, and a block it writes anyway is reported as refused, not
+	// posted as it stands.
+	acts := &actionRunner{env: newActions(cfg, int64(dopts.UploadLimit), secrets), guildOf: bot.GuildOf,
+		log: log.With().Str("component", "actions").Logger()}
+	acts.env.Discord, acts.env.Confirm, acts.env.Presence, acts.env.Reactions = bot, bot, bot, bot
 	core, err := NewCore(cfg, CoreOptions{
 		Backend: opts.Backend,
 		Replier: bot,
@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	hooks.instruction, hooks.process = sched.Hook, core.Runtime.Process
-	if acts != nil {
+	if cfg.Actions.Enabled {
 		// Before the queue runs: the actions' parts are fixed from then on.
 		store, err := deferred.Open(filepath.Join(cfg.ConfigDir, deferred.FileName), opts.Clock, fireDeferred(core.Queue.Enqueue),
 			log.With().Str("component", "defer").Logger())
