@@ -57,6 +57,7 @@ type Env struct {
 	Models  Models
 	Confirm Confirmer
 	Defer   Deferrer
+	Crons   CronJobs
 	// Presence and Reactions are parts of the bot; nil leaves their
 	// actions out.
 	Presence  Presence
@@ -157,6 +158,8 @@ func (env Env) implemented(typ string) bool {
 		return env.Models != nil
 	case Defer:
 		return env.Defer != nil
+	case Crons:
+		return env.Crons != nil
 	case BotProfile:
 		if typ == "botSetNickname" {
 			return env.Discord != nil

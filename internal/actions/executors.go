@@ -59,6 +59,13 @@ var executors = map[string]executor{
 	"botSetStatus":       botSetStatus,
 	"botSetActivity":     botSetActivity,
 	"reactionPrompt":     reactionPrompt,
+	"cronList":           cronList,
+	"cronCreate":         cronCreate,
+	"cronUpdate":         cronUpdate,
+	"cronDelete":         cronDelete,
+	"cronPause":          cronPause,
+	"cronResume":         cronResume,
+	"cronTrigger":        cronTrigger,
 }
 
 func channelList(ctx context.Context, x *run, _ Action) (string, string, error) {
@@ -148,7 +155,12 @@ func channelCreate(ctx context.Context, x *run, a Action) (string, string, error
 	if err != nil {
 		return "", "", err
 	}
-	x.channels = append(x.channels, c)
+	if x.channels != nil {
+		// Without a listing yet, the next lookup lists the server, the
+		// new channel with it: a list of the new one alone would hide
+		// the others.
+		x.channels = append(x.channels, c)
+	}
 	return fmt.Sprintf("created #%s", c.Name), "", nil
 }
 

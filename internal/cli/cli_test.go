@@ -162,7 +162,7 @@ func TestRunWithRejectedTokenExitsWithAdvice(t *testing.T) {
 func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "heartbeat.md"), []byte("## inbox\nInterval: 600\nInstruction: Check.\n\n## fast\nInterval: 5\nInstruction: Too often.\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "agents.md"), []byte("# Rules\n\n## Cron Jobs\n\n### brief\nCron: 0 9 * * *\nTimezone: UTC\nInstruction: Brief.\n\n### bad\nCron: not cron\nInstruction: x\n\n## Hooks\n\n### shutdown\nInstruction: Bye.\n\n## Webhooks\n\n### deploy\nSecret-Env: WEBHOOK_DEPLOY\nInstruction: {{payload}}\n\n### weak\nSecret-Env: DEPLOY_SECRET\nInstruction: {{payload}}\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "agents.md"), []byte("# Rules\n\n## Cron Jobs\n\n### brief\nCron: 0 9 * * *\nTimezone: UTC\nInstruction: Brief.\n\n### bad\nCron: not cron\nInstruction: x\n\n### off\nCron: 0 1 * * *\nPaused: yes\nInstruction: Off.\n\n## Hooks\n\n### shutdown\nInstruction: Bye.\n\n## Webhooks\n\n### deploy\nSecret-Env: WEBHOOK_DEPLOY\nInstruction: {{payload}}\n\n### weak\nSecret-Env: DEPLOY_SECRET\nInstruction: {{payload}}\n"), 0o600)
 	cfg, err := config.Load(config.LoadOptions{Environ: []string{"CONFIG_DIR=" + dir, "OUTPUT_CHANNEL_ID=42", "DEPLOY_SECRET=0123456789abcdef0123", "WEBHOOK_DEPLOY=0123456789abcdef0123", "WEBHOOK_ADDR=:8080"}})
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +177,7 @@ func TestDoctorListsScheduleAndItsProblems(t *testing.T) {
 		"true heartbeat inbox every 10m0s, posts to OUTPUT_CHANNEL_ID 42",
 		"false schedule heartbeat.md:6: check \"fast\"",
 		`true cron brief "0 9 * * *", posts to OUTPUT_CHANNEL_ID 42, next 2026-01-02 09:00 UTC`,
+		`true cron off "0 1 * * *", posts to OUTPUT_CHANNEL_ID 42, paused` + "\n",
 		"false schedule agents.md:11:",
 		"true hook shutdown",
 		"true webhook POST /hooks/deploy, secret from WEBHOOK_DEPLOY, posts to OUTPUT_CHANNEL_ID 42\n",

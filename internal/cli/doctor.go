@@ -534,7 +534,9 @@ func scheduleChecks(cfg *config.Config, now time.Time) []check {
 	}
 	for _, c := range agents.CronJobs {
 		d := fmt.Sprintf("%s %q, %s", c.Name, c.Cron, output(c.Channel))
-		if next, err := c.NextAfter(now, time.Local); err == nil {
+		if c.Paused {
+			d += ", paused"
+		} else if next, err := c.NextAfter(now, time.Local); err == nil {
 			d += ", next " + next.Format("2006-01-02 15:04 MST")
 		}
 		out = append(out, check{Name: "cron", OK: true, Detail: d})

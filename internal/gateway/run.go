@@ -230,6 +230,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err := gate.Start(sched); err != nil {
 		log.Error().Err(err).Msg("schedule")
 	}
+	// Still before the queue runs.
+	acts.env.Crons = newCronActions(gate, sched)
 	// Bind the webhook port before connecting, so a port in use fails the
 	// start at once; requests are served once Discord is ready.
 	var hooksHTTP *webhookServer

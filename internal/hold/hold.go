@@ -251,6 +251,11 @@ func (g *Gate) Run(ctx context.Context, interval time.Duration, reload <-chan os
 func (g *Gate) Check(ctx context.Context, reload bool) {
 	g.op.Lock()
 	defer g.op.Unlock()
+	g.checkLocked(ctx, reload)
+}
+
+// checkLocked is Check with op held.
+func (g *Gate) checkLocked(ctx context.Context, reload bool) {
 	g.tellVoidedLocked(ctx)
 	now := g.clock.Now()
 	for _, name := range Files {
@@ -330,12 +335,70 @@ func judge(turns []*turn) (tools []string, running bool, channel string) {
 // the schedule must be reloaded.
 func (g *Gate) applyLocked(ctx context.Context, name string, content text) bool {
 	g.applied[name] = content
+	g.dropHoldLocked(ctx, name, "`"+name+"` was changed again with no agent turn running; that edit applies and this change no longer does.")
+	return name != persona.BootFile
+}
+
+// dropHoldLocked ends the pending hold on name, if any, because the file's
+// applied content changed under it, and says why on its message.
+func (g *Gate) dropHoldLocked(ctx context.Context, name, why string) {
 	if h := g.holds[name]; h != nil {
 		delete(g.holds, name)
 		g.saveOrLog()
-		g.tellLocked(ctx, h, "`"+name+"` was changed again with no agent turn running; that edit applies and this change no longer does.")
+		g.tellLocked(ctx, h, why)
 	}
-	return name != persona.BootFile
+}
+
+// ErrUndecided is returned by EditAgents while agents.md holds a change
+// made during an agent turn that is not judged yet.
+var ErrUndecided = errors.New("agents.md has a change made during a running agent turn that is not judged yet: try again once the turn has ended")
+
+// EditAgents changes agents.md on the gateway's own behalf (the cron
+// actions, which the operator enables with DISCORD_ACTIONS_CRONS): the
+// change is applied, never held, even while agent turns run, and the
+// schedule is reloaded before it returns.
+//
+// It first checks the files as Check does, so an edit already on disk is
+// judged (and, if an agent's, held and put back) rather than built upon.
+// If agents.md still differs from the applied schedule, a turn that has
+// not decided it yet is running, and it fails with ErrUndecided instead of
+// applying that unjudged edit along with its own. Otherwise change gets
+// the file's content ("" when it is missing) and its result is written
+// atomically and recorded as applied and seen, so no check takes it for an
+// agent's edit. A hold still pending on agents.md no longer applies and is
+// closed. The error is change's, the write's, or the reload's (items the
+// scheduler refused; the file is written all the same).
+func (g *Gate) EditAgents(ctx context.Context, change func(content string) (string, error)) error {
+	g.op.Lock()
+	defer g.op.Unlock()
+	g.checkLocked(ctx, false)
+	name := schedule.AgentsFile
+	cur, err := g.readDisk(name)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	if cur != g.applied[name] {
+		return ErrUndecided
+	}
+	body, err := change(cur.Body)
+	if err != nil {
+		return err
+	}
+	nw := text{Body: body, Exists: true}
+	if nw == cur {
+		return nil
+	}
+	if err := g.restore(name, nw); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	g.applied[name] = nw
+	g.log.Info().Str("file", name).Msg("file changed by a cron action: applying it")
+	err = g.reloadLocked()
+	g.dropHoldLocked(ctx, name, "`"+name+"` was changed by a cron action since this was posted, so this change no longer applies; ask the agent again if it is still wanted.")
+	if err != nil {
+		return fmt.Errorf("reload the schedule: %w", err)
+	}
+	return nil
 }
 
 // holdLocked keeps the change of name to content for approval, unless it

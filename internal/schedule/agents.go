@@ -18,6 +18,9 @@ type CronJob struct {
 	// Timezone is the IANA zone the expression is read in; empty means the
 	// scheduler's default location.
 	Timezone string
+	// Paused jobs ("Paused: yes") are listed but not scheduled: the line
+	// stops a job without losing its definition.
+	Paused bool
 }
 
 // Hook names a lifecycle point that can run an instruction (R19).
@@ -68,7 +71,7 @@ const (
 )
 
 var (
-	cronKeys    = []string{keyCron, keyInstruction, keyChannel, keyModel, keyTimezone}
+	cronKeys    = []string{keyCron, keyInstruction, keyChannel, keyModel, keyTimezone, keyPaused}
 	hookKeys    = []string{keyInstruction}
 	webhookKeys = []string{keySecretEnv, keyInstruction, keyChannel}
 )
@@ -91,7 +94,8 @@ var (
 //	Instruction: A deploy finished. Summarise it: {{payload}}
 //
 // Section headings and keys are case-insensitive. Cron jobs take Cron and
-// Instruction, and optionally Channel, Model and Timezone; hooks (startup,
+// Instruction, and optionally Channel, Model, Timezone and Paused (yes or
+// no; a paused job is parsed but not scheduled); hooks (startup,
 // agent_begin, agent_stop, shutdown) take Instruction; webhooks take
 // Secret-Env and Instruction, and optionally Channel. Every other "##"
 // section is persona text and ignored. Comments and code blocks are
@@ -216,6 +220,15 @@ func buildCronJob(it *item, seen map[string]bool) (CronJob, bool) {
 	if j.Timezone, line = it.get(keyTimezone); j.Timezone != "" {
 		if err := checkTimezone(j.Timezone); err != nil {
 			it.problemf(line, "cron job %q: %v", it.name, err)
+		}
+	}
+	if v, line := it.get(keyPaused); v != "" {
+		switch strings.ToLower(v) {
+		case "yes":
+			j.Paused = true
+		case "no":
+		default:
+			it.problemf(line, "cron job %q: Paused is %q, want yes or no", it.name, v)
 		}
 	}
 	if len(it.problems) > 0 {

@@ -15,7 +15,8 @@ import (
 // Apply makes cfg the running configuration. Only what changed is touched:
 // a heartbeat or cron job that is new is scheduled, one that is gone is
 // removed, one whose definition changed is rescheduled (its timer starts
-// over), and the rest keep their timers. Each change is logged. Hooks and
+// over), and the rest keep their timers. A paused cron job is not
+// scheduled. Each change is logged. Hooks and
 // webhooks are replaced as a whole. An item gocron refuses (or a heartbeat
 // below MinInterval) is left out and reported in the returned error; the
 // rest of cfg still applies.
@@ -38,6 +39,9 @@ func (s *Scheduler) applyLocked(cfg Config) error {
 		want[j.key] = j
 	}
 	for _, c := range cfg.Agents.CronJobs {
+		if c.Paused {
+			continue // kept in current (CronJobs, Trigger), never timed
+		}
 		j := s.cronJob(c)
 		want[j.key] = j
 	}

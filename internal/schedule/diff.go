@@ -130,6 +130,9 @@ func cronVersion(c CronJob) (string, version) {
 		s += " (" + c.Timezone + ")"
 	}
 	s += ", " + channelSetting(c.Channel, "default channel") + modelSetting(c.Model)
+	if c.Paused {
+		s += ", paused"
+	}
 	return c.Name, version{def: c, settings: s, instruction: c.Instruction}
 }
 

@@ -15,6 +15,7 @@ const (
 	keyCron        = "cron"
 	keyTimezone    = "timezone"
 	keySecretEnv   = "secret-env"
+	keyPaused      = "paused"
 )
 
 // keyNames spells each key as the documentation does, for messages.
@@ -26,6 +27,7 @@ var keyNames = map[string]string{
 	keyCron:        "Cron",
 	keyTimezone:    "Timezone",
 	keySecretEnv:   "Secret-Env",
+	keyPaused:      "Paused",
 }
 
 // field is one key's value and the line it was set on.

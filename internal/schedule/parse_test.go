@@ -193,6 +193,15 @@ var agentsTests = []struct {
 		problems: []wantProblem{{2, `unknown hook "on_message"`}, {6, "defined twice"}, {9, "not URL-safe"}, {13, "not an environment variable name"}, {15, "has no Secret-Env"}},
 	},
 	{
+		name: "paused jobs are parsed with their flag",
+		text: "## Cron Jobs\n### off\nCron: 0 1 * * *\nPaused: yes\nInstruction: o\n### on\nCron: 0 2 * * *\npaused: NO\nInstruction: n\n### odd\nCron: 0 3 * * *\nPaused: maybe\nInstruction: x\n",
+		want: Agents{CronJobs: []CronJob{
+			{Name: "off", Cron: "0 1 * * *", Instruction: "o", Paused: true},
+			{Name: "on", Cron: "0 2 * * *", Instruction: "n"},
+		}},
+		problems: []wantProblem{{12, `cron job "odd": Paused is "maybe", want yes or no`}},
+	},
+	{
 		name: "persona sections and sub-headings there are ignored",
 		text: "## Style\n### Cron: 1\nCron: nonsense\n#### deep\n## Tools\nInstruction: none\n",
 	},

@@ -44,7 +44,7 @@ type Options struct {
 // Scheduler runs heartbeats and cron jobs on gocron and holds the hooks and
 // webhooks of the last applied Config. Build it with New, give it a Config
 // with Apply or Reload (before or after Run), and call Done for every event
-// it enqueued once that event has finished.
+// it enqueued (by timer or Trigger) once that event has finished.
 type Scheduler struct {
 	opts Options
 	log  zerolog.Logger
@@ -59,8 +59,8 @@ type Scheduler struct {
 	// mutexes held, so holding either one is enough to read it.
 	mu       sync.Mutex
 	jobs     map[jobKey]*job
-	busy     map[string]uint64 // heartbeat name -> id of its unfinished event
-	inflight map[uint64]string // heartbeat event id -> heartbeat name
+	busy     map[jobKey]uint64 // job -> id of its unfinished event
+	inflight map[uint64]jobKey // id of an unfinished event -> its job
 	hooks    map[Hook]string
 	webhooks map[string]Webhook
 }
@@ -107,8 +107,8 @@ func New(opts Options) (*Scheduler, error) {
 		cron:     cron,
 		loaded:   map[string]bool{},
 		jobs:     map[jobKey]*job{},
-		busy:     map[string]uint64{},
-		inflight: map[uint64]string{},
+		busy:     map[jobKey]uint64{},
+		inflight: map[uint64]jobKey{},
 	}, nil
 }
 
@@ -124,19 +124,66 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // Done tells the scheduler that the event with this id has finished, so
-// its heartbeat may fire again. Ids the scheduler did not enqueue are
-// ignored, so the queue may report every event.
+// its heartbeat or cron job may fire again. Ids the scheduler did not
+// enqueue are ignored, so the queue may report every event.
 func (s *Scheduler) Done(id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	name, ok := s.inflight[id]
+	key, ok := s.inflight[id]
 	if !ok {
 		return
 	}
 	delete(s.inflight, id)
-	if s.busy[name] == id {
-		delete(s.busy, name)
+	if s.busy[key] == id {
+		delete(s.busy, key)
 	}
+}
+
+// Errors of Trigger (and of the agents.md editors, for ErrNoCronJob).
+var (
+	ErrNoCronJob = errors.New("no cron job")
+	ErrBusy      = errors.New("its previous run has not finished")
+)
+
+// CronJobs returns the cron jobs of the last applied config in file order,
+// paused ones included.
+func (s *Scheduler) CronJobs() []CronJob {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return slices.Clone(s.current.Agents.CronJobs)
+}
+
+// Trigger enqueues the event of the cron job name now, as its timer would,
+// whether or not the job is paused. It fails with ErrNoCronJob when the
+// last applied config has no such job and with ErrBusy while the job's
+// previous event, timed or triggered, has not been reported Done; a
+// triggered event, in turn, makes the job's ticks skip until it is Done.
+func (s *Scheduler) Trigger(name string) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	var def *CronJob
+	for i, c := range s.current.Agents.CronJobs {
+		if c.Name == name {
+			def = &s.current.Agents.CronJobs[i] // the last counts, as in Apply
+		}
+	}
+	if def == nil {
+		return fmt.Errorf("%w %q", ErrNoCronJob, name)
+	}
+	j := s.cronJob(*def)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.busy[j.key]; ok {
+		return fmt.Errorf("cron job %q (event %d): %w", name, id, ErrBusy)
+	}
+	r, err := s.opts.Enqueue(j.event)
+	if err != nil {
+		return fmt.Errorf("enqueue cron job %q: %w", name, err)
+	}
+	s.log.Info().Str(string(j.key.kind), name).Uint64("event", r.Event.ID).Msg("cron job triggered: event enqueued")
+	s.busy[j.key] = r.Event.ID
+	s.inflight[r.Event.ID] = j.key
+	return nil
 }
 
 // Hook returns the instruction of a lifecycle hook, "" when none is set.
@@ -169,7 +216,7 @@ func (s *Scheduler) Webhooks() []Webhook {
 }
 
 // fire runs on gocron's goroutine at each of j's times and enqueues its
-// event. A heartbeat whose previous event is unfinished skips the tick.
+// event. A job whose previous event is unfinished skips the tick.
 func (s *Scheduler) fire(j *job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,9 +224,8 @@ func (s *Scheduler) fire(j *job) {
 		return // removed or replaced after the timer fired
 	}
 	log := s.log.With().Str(string(j.key.kind), j.key.name).Logger()
-	heartbeat := j.key.kind == queue.KindHeartbeat
-	if id, ok := s.busy[j.key.name]; heartbeat && ok {
-		log.Info().Uint64("event", id).Msg("heartbeat skipped: its previous event has not finished")
+	if id, ok := s.busy[j.key]; ok {
+		log.Info().Uint64("event", id).Msg(string(j.key.kind) + " skipped: its previous event has not finished")
 		return
 	}
 	r, err := s.opts.Enqueue(j.event)
@@ -188,8 +234,6 @@ func (s *Scheduler) fire(j *job) {
 		return
 	}
 	log.Info().Uint64("event", r.Event.ID).Msg("scheduled event enqueued")
-	if heartbeat {
-		s.busy[j.key.name] = r.Event.ID
-		s.inflight[r.Event.ID] = j.key.name
-	}
+	s.busy[j.key] = r.Event.ID
+	s.inflight[r.Event.ID] = j.key
 }

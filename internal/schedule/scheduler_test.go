@@ -3,6 +3,7 @@ package schedule
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -406,5 +407,98 @@ func TestReloadFirstLoadAppliesValidItems(t *testing.T) {
 	got := h.sched.NextRuns()
 	if len(got) != 1 || got[0].Name != "good" {
 		t.Errorf("NextRuns = %+v, want only the valid check good", got)
+	}
+}
+
+func TestPausedCronJobIsListedButNotScheduled(t *testing.T) {
+	t.Parallel()
+	jobs := []CronJob{
+		{Name: "off", Cron: "* * * * *", Instruction: "Off.", Paused: true},
+		{Name: "on", Cron: "* * * * *", Instruction: "On."},
+	}
+	h := start(t, epoch, time.UTC, Config{Agents: Agents{CronJobs: jobs}})
+	if diff := cmp.Diff(jobs, h.sched.CronJobs()); diff != "" {
+		t.Errorf("CronJobs (-want +got):\n%s", diff)
+	}
+	h.waitNext(t, queue.KindCron, "on", epoch.Add(time.Minute))
+	for _, r := range h.sched.NextRuns() {
+		if r.Name == "off" {
+			t.Fatalf("the paused job is scheduled: %+v", r)
+		}
+	}
+	h.clock.Advance(time.Minute)
+	if e := h.queue.next(t); e.Name != "on" {
+		t.Errorf("event for %q, want on", e.Name)
+	}
+
+	// Resuming schedules it; pausing "on" removes its timer.
+	jobs[0].Paused, jobs[1].Paused = false, true
+	if err := h.sched.Apply(Config{Agents: Agents{CronJobs: jobs}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitNext(t, queue.KindCron, "off", epoch.Add(2*time.Minute))
+	var names []string
+	for _, r := range h.sched.NextRuns() {
+		names = append(names, r.Name)
+	}
+	if diff := cmp.Diff([]string{"off"}, names); diff != "" {
+		t.Errorf("scheduled after Apply (-want +got):\n%s", diff)
+	}
+}
+
+func TestTriggerRunsACronJobNowWithoutOverlap(t *testing.T) {
+	t.Parallel()
+	jobs := []CronJob{
+		{Name: "report", Cron: "* * * * *", Instruction: "Report.", Channel: "42", Model: "haiku"},
+		{Name: "off", Cron: "0 9 * * *", Instruction: "Off.", Paused: true},
+	}
+	h := start(t, epoch, time.UTC, Config{Agents: Agents{CronJobs: jobs}})
+	h.waitNext(t, queue.KindCron, "report", epoch.Add(time.Minute))
+
+	if err := h.sched.Trigger("report"); err != nil {
+		t.Fatal(err)
+	}
+	got := h.queue.next(t)
+	want := queue.Event{ID: 1, Kind: queue.KindCron, Source: "cron", Name: "report", Text: "Report.", ChannelID: "42", Model: "haiku"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("triggered event (-want +got):\n%s", diff)
+	}
+	if err := h.sched.Trigger("report"); !errors.Is(err, ErrBusy) {
+		t.Errorf("second Trigger while the first runs: %v, want ErrBusy", err)
+	}
+	// The timer does not overlap the triggered run either.
+	h.clock.Advance(time.Minute)
+	h.logs.waitFor(t, "cron skipped", 1)
+	if n := h.queue.count(); n != 1 {
+		t.Fatalf("%d events while the triggered run was unfinished, want 1", n)
+	}
+
+	h.sched.Done(got.ID)
+	h.waitNext(t, queue.KindCron, "report", epoch.Add(2*time.Minute))
+	h.clock.Advance(time.Minute)
+	timed := h.queue.next(t)
+	if timed.Name != "report" {
+		t.Fatalf("timed event = %+v, want report", timed)
+	}
+	// ...and a triggered run does not overlap the timed one.
+	if err := h.sched.Trigger("report"); !errors.Is(err, ErrBusy) {
+		t.Errorf("Trigger during a timed run: %v, want ErrBusy", err)
+	}
+	h.sched.Done(timed.ID)
+	if err := h.sched.Trigger("report"); err != nil {
+		t.Errorf("Trigger after Done: %v", err)
+	}
+
+	// A paused job can still be run by hand; an unknown one cannot.
+	if err := h.sched.Trigger("off"); err != nil {
+		t.Errorf("Trigger(paused job): %v", err)
+	}
+	for _, want := range []string{"report", "off"} {
+		if e := h.queue.next(t); e.Name != want {
+			t.Errorf("event for %q, want %q", e.Name, want)
+		}
+	}
+	if err := h.sched.Trigger("nope"); !errors.Is(err, ErrNoCronJob) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("Trigger(unknown) = %v, want ErrNoCronJob naming it", err)
 	}
 }
