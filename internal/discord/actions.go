@@ -338,23 +338,7 @@ func (b *Bot) uploads(paths []string) ([]files.Outgoing, error) {
 // its files uploaded) and tries again, at most buttonAttempts tries, when
 // Discord failed in a way that may pass; the nonce makes that safe.
 func (b *Bot) postRetrying(ctx context.Context, ch discord.ChannelID, p part, nonce string) (discord.MessageID, error) {
-	for attempt := 1; ; attempt++ {
-		id, err := b.post(ctx, ch, 0, p, nonce)
-		if err == nil {
-			return id, nil
-		}
-		wait, ok := b.retryDelay(err, attempt)
-		if !ok || attempt == buttonAttempts || ctx.Err() != nil {
-			return 0, err
-		}
-		t := b.clock.NewTimer(wait)
-		select {
-		case <-t.Chan():
-		case <-ctx.Done():
-			t.Stop()
-			return 0, fmt.Errorf("%w (then %w)", err, ctx.Err())
-		}
-	}
+	return b.retrying(ctx, func() (discord.MessageID, error) { return b.post(ctx, ch, 0, p, nonce) })
 }
 
 // apiEmoji is an emoji as the API's reaction routes take it: unicode as

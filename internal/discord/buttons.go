@@ -238,11 +238,21 @@ func (b *Bot) PostButtons(ctx context.Context, channel, text string, buttons []B
 // again (at most buttonAttempts tries) when Discord fails in a way that
 // may pass: the nonce makes a retry post it at most once.
 func (b *Bot) postMessage(ctx context.Context, ch discord.Snowflake, body any) (discord.MessageID, error) {
-	for attempt := 1; ; attempt++ {
+	return b.retrying(ctx, func() (discord.MessageID, error) {
 		var msg discord.Message
 		err := b.client(ctx).RequestJSON(&msg, "POST", api.EndpointChannels+ch.String()+"/messages", httputil.WithJSONBody(body))
+		return msg.ID, err
+	})
+}
+
+// retrying posts with post, trying again (at most buttonAttempts tries)
+// when Discord fails in a way that may pass; the caller's enforced nonce
+// makes a retry post at most once.
+func (b *Bot) retrying(ctx context.Context, post func() (discord.MessageID, error)) (discord.MessageID, error) {
+	for attempt := 1; ; attempt++ {
+		id, err := post()
 		if err == nil {
-			return msg.ID, nil
+			return id, nil
 		}
 		wait, ok := b.retryDelay(err, attempt)
 		if !ok || attempt == buttonAttempts || ctx.Err() != nil {
