@@ -167,6 +167,12 @@ type Config struct {
 	// prompts waiting at once (DISCORD_ACTIONS_DEFER_MAX_PENDING).
 	DeferMax        time.Duration
 	DeferMaxPending int
+	// AdminAddr is the admin server's host:port (ADMIN_ADDR; a bare port
+	// listens on 127.0.0.1); empty turns it off. AdminToken is the secret
+	// an operator gives it (ADMIN_TOKEN), required when AdminAddr is not a
+	// loopback address.
+	AdminAddr  string
+	AdminToken string
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

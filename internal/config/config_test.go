@@ -411,6 +411,7 @@ func TestInvalidValues(t *testing.T) {
 		{EnvDiscordAPIBaseURL, "http://%zz", `DISCORD_API_BASE_URL: "http://%zz" is not a http:// or https:// URL`},
 		{EnvDiscordGatewayURL, "https://user:pw@gw.example", `DISCORD_GATEWAY_URL: "https://<redacted>@gw.example" is not a ws:// or wss:// URL`},
 		{EnvWebhookAddr, "8080", `WEBHOOK_ADDR: "8080" is not host:port (e.g. :8080 or 127.0.0.1:8080)`},
+		{EnvAdminAddr, ":9090", `ADMIN_ADDR: ":9090" is not a loopback address, so ADMIN_TOKEN must be set (e.g. openssl rand -hex 32)`},
 		{EnvWebhookAddr, ":http", `WEBHOOK_ADDR: ":http" is not host:port (e.g. :8080 or 127.0.0.1:8080)`},
 		{EnvWebhookAddr, ":70000", `WEBHOOK_ADDR: ":70000" is not host:port (e.g. :8080 or 127.0.0.1:8080)`},
 		{EnvModel, strings.Repeat("m", 100), ""}, // free text: valid
@@ -731,6 +732,8 @@ func TestRedacted(t *testing.T) {
 		"DISCORD_ACTIONS_MAX_FOLLOWUPS=3",
 		"DISCORD_ACTIONS_DEFER_MAX_SECONDS=1800",
 		"DISCORD_ACTIONS_DEFER_MAX_PENDING=5",
+		"ADMIN_ADDR=",
+		"ADMIN_TOKEN=",
 		"DISCORD_ACTIONS_CHANNELS=true",
 		"DISCORD_ACTIONS_MESSAGING=true",
 		"DISCORD_ACTIONS_GUILD=true",
@@ -1097,6 +1100,13 @@ var actionGenerators = func() []generator {
 		{EnvDeferMaxSeconds, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 			n := 1 + r.IntN(86400)
 			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.DeferMax = time.Duration(n) * time.Second }
+		}},
+		{EnvAdminAddr, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			port := strconv.Itoa(1 + r.IntN(65535))
+			if r.IntN(2) == 0 {
+				return port, func(_ testing.TB, c *Config) { c.AdminAddr = "127.0.0.1:" + port }
+			}
+			return "127.0.0.1:" + port, func(_ testing.TB, c *Config) { c.AdminAddr = "127.0.0.1:" + port }
 		}},
 		{EnvDeferMaxPending, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 			n := 1 + r.IntN(100)

@@ -67,6 +67,8 @@ var defaults = map[string]string{
 	EnvActionsFollowups: "3",
 	EnvDeferMaxSeconds:  "1800",
 	EnvDeferMaxPending:  "5",
+	EnvAdminAddr:        "",
+	EnvAdminToken:       "",
 }
 
 func init() {

@@ -58,6 +58,8 @@ const (
 	EnvActionsFollowups  = "DISCORD_ACTIONS_MAX_FOLLOWUPS"
 	EnvDeferMaxSeconds   = "DISCORD_ACTIONS_DEFER_MAX_SECONDS"
 	EnvDeferMaxPending   = "DISCORD_ACTIONS_DEFER_MAX_PENDING"
+	EnvAdminAddr         = "ADMIN_ADDR"
+	EnvAdminToken        = "ADMIN_TOKEN"
 )
 
 // ActionsEnv is the name of a Discord action category's switch:
@@ -141,6 +143,8 @@ var keys = append([]string{
 	EnvActionsFollowups,
 	EnvDeferMaxSeconds,
 	EnvDeferMaxPending,
+	EnvAdminAddr,
+	EnvAdminToken,
 }, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)

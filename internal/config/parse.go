@@ -95,6 +95,8 @@ func (p *parser) parse() *Config {
 		ActionsMaxFollowups:  field(p, EnvActionsFollowups, parseCountOrZero),
 		DeferMax:             time.Duration(field(p, EnvDeferMaxSeconds, parseCount)) * time.Second,
 		DeferMaxPending:      field(p, EnvDeferMaxPending, parseCount),
+		AdminAddr:            field(p, EnvAdminAddr, parseListenAddr),
+		AdminToken:           field(p, EnvAdminToken, parseString),
 	}
 	for _, cat := range actions.Categories {
 		c.Actions.Categories[cat] = field(p, ActionsEnv(cat), parseBool)
@@ -112,6 +114,13 @@ func (p *parser) parse() *Config {
 		if val := strings.TrimSpace(p.v.GetString(k)); val != "" {
 			c.ProviderEnv[name] = val
 		}
+	}
+	if c.AdminAddr != "" && c.AdminToken == "" && !loopback(c.AdminAddr) {
+		p.problems = append(p.problems, varErrorf(EnvAdminAddr,
+			"%s: %s is not a loopback address, so %s must be set (e.g. openssl rand -hex 32)",
+			EnvAdminAddr, quote(c.AdminAddr), EnvAdminToken))
+		p.bad[EnvAdminAddr] = true
+		c.AdminAddr = ""
 	}
 	return c
 }
@@ -363,6 +372,29 @@ func parseURL(schemes ...string) func(name, s string) (string, error) {
 }
 
 // parseAddr accepts host:port with a numeric port, or nothing.
+// loopback reports whether a host:port listens on a loopback address only
+// (an empty host listens on every address).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// parseListenAddr is parseAddr that also takes a bare port, meaning
+// 127.0.0.1: a listener is local unless an address says otherwise.
+func parseListenAddr(name, s string) (string, error) {
+	if _, err := strconv.ParseUint(s, 10, 16); err == nil && s != "" {
+		s = "127.0.0.1:" + s
+	}
+	return parseAddr(name, s)
+}
+
 func parseAddr(name, s string) (string, error) {
 	if s == "" {
 		return "", nil

@@ -73,6 +73,8 @@ func (c Config) settings() []setting {
 		{EnvActionsFollowups, strconv.Itoa(c.ActionsMaxFollowups)},
 		{EnvDeferMaxSeconds, strconv.Itoa(int(c.DeferMax / time.Second))},
 		{EnvDeferMaxPending, strconv.Itoa(c.DeferMaxPending)},
+		{EnvAdminAddr, c.AdminAddr},
+		{EnvAdminToken, mask(c.AdminToken)},
 	}
 	for _, cat := range actions.Categories {
 		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})
