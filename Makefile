@@ -22,7 +22,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: help build test lint fuzz conformance chaos clis bench footprint soak clean
+.PHONY: help build release test lint fuzz conformance chaos clis bench footprint soak clean
 .DEFAULT_GOAL := build
 
 help: ## list the targets
@@ -30,6 +30,19 @@ help: ## list the targets
 
 build: ## build bin/gateway: static (CGO_ENABLED=0), stripped, with the version
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
+
+# make release: one static binary per platform, named with the version, and
+# their checksums, in dist/.
+PLATFORMS := linux/amd64 linux/arm64
+
+release: ## static binaries for linux/amd64 and linux/arm64 in dist/, version stamped, with SHA256SUMS
+	rm -rf dist && mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; out=dist/gateway-$(VERSION)-$$os-$$arch; \
+	  echo "== $$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$out ./cmd/gateway; \
+	done
+	cd dist && sha256sum gateway-* > SHA256SUMS && cat SHA256SUMS
 
 test: lint ## lint, then unit, property and end-to-end tests (no network, no token)
 	$(GO) test -race -count=1 ./...
@@ -74,5 +87,5 @@ footprint: ## the quick footprint lines (binary, modules, start, idle RSS), as C
 soak: ## steady fake traffic for SOAK (default 5m); RSS and goroutines should stay flat
 	$(GO) run ./cmd/bench -soak $${SOAK:-5m}
 
-clean: ## remove bin/
-	rm -rf bin
+clean: ## remove bin/ and dist/
+	rm -rf bin dist

@@ -101,3 +101,31 @@ func TestWriteSetsExactlyPerm(t *testing.T) {
 		}
 	}
 }
+
+func TestCreateNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.md")
+	created, err := Create(path, []byte("first"), 0o600)
+	if err != nil || !created {
+		t.Fatalf("Create = %v, %v", created, err)
+	}
+	created, err = Create(path, []byte("second"), 0o600)
+	if err != nil || created {
+		t.Fatalf("second Create = %v, %v", created, err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "first" {
+		t.Errorf("file = %q", data)
+	}
+	// A dangling symlink is something too.
+	link := filepath.Join(dir, "b.md")
+	if err := os.Symlink("nowhere", link); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := Create(link, []byte("x"), 0o600); err != nil || created {
+		t.Errorf("Create over a dangling symlink = %v, %v", created, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("dir holds %d entries: temp files left?", len(entries))
+	}
+}

@@ -129,6 +129,9 @@ queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
 		newRunCmd(io),
 		newChatCmd(io),
 		newDoctorCmd(io),
+		newInitCmd(io),
+		newConfigCmd(io),
+		newHealthcheckCmd(io),
 		newVersionCmd(io),
 	)
 	return root

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -16,11 +17,15 @@ import (
 	"github.com/agentgateway/gateway/internal/dirlock"
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/proc"
+	"github.com/agentgateway/gateway/internal/sdnotify"
 )
 
 type runOptions struct {
 	io      streams
 	envFile string
+	// notify tells systemd about start, stop and liveness; nil means the
+	// one $NOTIFY_SOCKET names, which is none outside systemd.
+	notify *sdnotify.Notifier
 }
 
 func newRunCmd(io streams) *cobra.Command {
@@ -57,7 +62,39 @@ func runRun(ctx context.Context, opts runOptions) error {
 	defer lock.Release()
 	becomeNonDumpable(log)
 	becomeSubreaper(log)
-	err = gateway.Run(ctx, cfg, gateway.Options{EnvFile: opts.envFile}, log)
+	notify := opts.notify
+	if notify == nil {
+		notify = sdnotify.FromEnv()
+	}
+	// The watchdog is fed through the shutdown too: the drain may take
+	// longer than WatchdogSec, and the process is still alive.
+	watchdogCtx, stopWatchdog := context.WithCancel(context.Background())
+	defer stopWatchdog()
+	go notify.RunWatchdog(watchdogCtx, func(err error) {
+		log.Warn().Err(err).Msg("systemd watchdog ping failed")
+	})
+	var stopping sync.Once
+	tellStopping := func() {
+		stopping.Do(func() {
+			if err := notify.Stopping(); err != nil {
+				log.Warn().Err(err).Msg("telling systemd the gateway is stopping")
+			}
+		})
+	}
+	// A signal ends ctx and starts the drain at once. When the gateway
+	// stops for another reason (Discord gone for good), Run returning is
+	// the first sign.
+	stopAfter := context.AfterFunc(ctx, tellStopping)
+	defer stopAfter()
+	err = gateway.Run(ctx, cfg, gateway.Options{
+		EnvFile: opts.envFile,
+		Ready: func() {
+			if err := notify.Ready(); err != nil {
+				log.Warn().Err(err).Msg("telling systemd the gateway is ready")
+			}
+		},
+	}, log)
+	tellStopping()
 	// An AGENT_USER setup that does not hold is the operator's to fix,
 	// like a bad setting.
 	if agentUserProblem(err) {

@@ -188,6 +188,8 @@ type Config struct {
 	lookup func(name string) (string, bool)
 	// secretFiles maps a secret read from a file to that file (NAME_FILE).
 	secretFiles map[string]string
+	// sources says where each shown setting's value came from (Source).
+	sources map[string]string
 }
 
 // WarmCap is how many claude processes may be kept warm at once.
@@ -245,6 +247,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	if err := readEnvFile(v, opts.EnvFile); err != nil {
 		return nil, err
 	}
+	inFile := envFileValues(v)
 	// Before the environment is layered on, viper's keys are the defaults
 	// (all known) and the .env file's names.
 	var fileNames []string
@@ -285,6 +288,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	cfg.unknown = UnknownNames(fileNames)
 	cfg.given = given
 	cfg.secretFiles = secretFiles
+	cfg.sources = sources(cfg, env, inFile, p.bad)
 	cfg.lookup = func(name string) (string, bool) {
 		if val, ok := fromFiles[name]; ok {
 			return val, true

@@ -114,3 +114,7 @@ const (
 	// TurnCardOff shows no card at all: typing only, as before.
 	TurnCardOff = "off"
 )
+
+// Default returns the default of the setting name as an operator would
+// write it ("" when it has none).
+func Default(name string) string { return defaults[name] }

@@ -11,6 +11,8 @@ import (
 	"unicode"
 
 	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/atomicfile"
 )
 
 // The boot.md format (R20.1). Only "## " sections matter; a title and other
@@ -451,7 +453,7 @@ func Bootstrap(dir string, log zerolog.Logger) (BootResult, error) {
 			errs = append(errs, fmt.Errorf("check %s: %w", name, err))
 			continue
 		}
-		created, err := createFile(path, []byte(cfg.Default(name)), filePerm)
+		created, err := atomicfile.Create(path, []byte(cfg.Default(name)), filePerm)
 		switch {
 		case err != nil:
 			errs = append(errs, err)

@@ -374,34 +374,6 @@ func TestBootstrap(t *testing.T) {
 	})
 }
 
-func TestCreateFileNeverOverwrites(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "a.md")
-	created, err := createFile(path, []byte("first"), 0o600)
-	if err != nil || !created {
-		t.Fatalf("createFile = %v, %v", created, err)
-	}
-	created, err = createFile(path, []byte("second"), 0o600)
-	if err != nil || created {
-		t.Fatalf("second createFile = %v, %v", created, err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "first" {
-		t.Errorf("file = %q", data)
-	}
-	// A dangling symlink is something too.
-	link := filepath.Join(dir, "b.md")
-	if err := os.Symlink("nowhere", link); err != nil {
-		t.Fatal(err)
-	}
-	if created, err := createFile(link, []byte("x"), 0o600); err != nil || created {
-		t.Errorf("createFile over a dangling symlink = %v, %v", created, err)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 2 {
-		t.Errorf("dir holds %d entries: temp files left?", len(entries))
-	}
-}
-
 // The shipped example persona parses cleanly, defines no scheduled work
 // outside comments, and fills every section.
 func TestShippedConfig(t *testing.T) {

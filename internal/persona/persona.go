@@ -35,6 +35,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/atomicfile"
 )
 
 // File names inside CONFIG_DIR.
@@ -177,7 +179,7 @@ func load(dir string, paths []string, log zerolog.Logger, read func(string, zero
 		path := paths[i]
 		content, err := read(path, log)
 		if errors.Is(err, fs.ErrNotExist) && s.File == MemoryFile {
-			if _, err := createFile(path, []byte(MemoryHeader), filePerm); err != nil {
+			if _, err := atomicfile.Create(path, []byte(MemoryHeader), filePerm); err != nil {
 				log.Error().Str("file", s.File).Err(err).Msg("memory.md is missing and could not be created: section omitted")
 				continue
 			}

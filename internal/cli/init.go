@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	gateway "github.com/agentgateway/gateway"
+	"github.com/agentgateway/gateway/internal/atomicfile"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/persona"
+)
+
+type initOptions struct {
+	io streams
+	// dir is the CONFIG_DIR to create; empty means the default.
+	dir string
+	// envFile is where the .env goes; empty means next to dir.
+	envFile string
+	// force replaces an existing .env.
+	force bool
+}
+
+func newInitCmd(io streams) *cobra.Command {
+	opts := initOptions{io: io}
+	cmd := &cobra.Command{
+		Use:   "init [dir]",
+		Short: "Create CONFIG_DIR with the example persona and a commented .env",
+		Long: `init creates CONFIG_DIR (./config, or dir) with the example persona
+and writes a .env next to it (or at --env-file) that lists every setting,
+commented out, with its default and what it does; secrets are left empty.
+With dir, the .env sets CONFIG_DIR to it.
+
+It never overwrites a persona file that exists, and refuses to overwrite
+an existing .env unless --force is given.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.envFile, _ = cmd.Flags().GetString("env-file")
+			if len(args) == 1 {
+				opts.dir = args[0]
+			}
+			return runInit(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.force, "force", false, "overwrite an existing .env")
+	return cmd
+}
+
+func runInit(opts initOptions) error {
+	dir := opts.dir
+	if dir == "" {
+		dir = config.Default(config.EnvConfigDir)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("config dir: %w", err)
+	}
+	envPath := opts.envFile
+	if envPath == "" {
+		envPath = filepath.Join(filepath.Dir(dir), config.DefaultEnvFile)
+	}
+	// Only an explicit directory is written into the .env: the default
+	// resolves the same way without it.
+	set := map[string]string{}
+	if opts.dir != "" {
+		if strings.ContainsAny(dir, "'\r\n") {
+			return fmt.Errorf("config dir %q: a .env file cannot hold a path with a single quote or a line break", dir)
+		}
+		set[config.EnvConfigDir] = dir
+	}
+	if _, err := os.Lstat(envPath); err == nil && !opts.force {
+		return fmt.Errorf("%s exists: not overwritten (--force replaces it, --env-file writes another)", envPath)
+	}
+
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create config dir: %w", err)
+	}
+	created, err := writeExamplePersona(dir)
+	if err != nil {
+		return err
+	}
+	// Whatever boot.md lists and the example does not carry (memory.md).
+	res, err := persona.Bootstrap(dir, zerolog.Nop())
+	if err != nil {
+		return fmt.Errorf("bootstrap config dir: %w", err)
+	}
+	created = append(created, res.Created...)
+	for _, name := range created {
+		fmt.Fprintln(opts.io.out, "created", filepath.Join(dir, name))
+	}
+
+	env := []byte(config.CommentedEnv(set))
+	if opts.force {
+		err = atomicfile.Write(envPath, env, 0o600)
+	} else {
+		var made bool
+		made, err = atomicfile.Create(envPath, env, 0o600)
+		if err == nil && !made {
+			err = fmt.Errorf("%s appeared meanwhile: not overwritten", envPath)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write .env: %w", err)
+	}
+	fmt.Fprintln(opts.io.out, "wrote", envPath)
+	fmt.Fprintln(opts.io.out, "next: set DISCORD_BOT_TOKEN and the model key in it, then run gateway doctor")
+	return nil
+}
+
+// writeExamplePersona creates each file of the example persona in dir
+// that is not there yet, and returns the names it created.
+func writeExamplePersona(dir string) ([]string, error) {
+	const root = "config"
+	entries, err := fs.ReadDir(gateway.ExamplePersona, root)
+	if err != nil {
+		return nil, fmt.Errorf("read example persona: %w", err)
+	}
+	var created []string
+	var errs []error
+	for _, e := range entries {
+		data, err := fs.ReadFile(gateway.ExamplePersona, path.Join(root, e.Name()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read example persona: %w", err))
+			continue
+		}
+		made, err := atomicfile.Create(filepath.Join(dir, e.Name()), data, 0o600)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case made:
+			created = append(created, e.Name())
+		}
+	}
+	return created, errors.Join(errs...)
+}
