@@ -171,4 +171,7 @@ type Result struct {
 	CostEstimated bool
 	// PermissionDenials lists tools the CLI refused to run.
 	PermissionDenials []string
+	// Warm is set when the turn ran on a process kept from an earlier
+	// turn (claude's warm processes) rather than one started for it.
+	Warm bool
 }

@@ -282,9 +282,11 @@ func (c *Claude) runInteractive(ctx context.Context, req Request, emit func(Even
 		}
 		c.pool.add(cp)
 	}
+	warm := cp.turns > 0 // kept from an earlier turn
 	started := c.clock().Now()
 	out := c.turn(ctx, cp, req, emit)
 	if out.retry && ctx.Err() == nil {
+		warm = false
 		c.pool.discard(cp, "died or hung during a turn")
 		if id := firstSession(out.res.SessionID, cp.session, req.SessionID); id != "" {
 			req.SessionID = id
@@ -301,6 +303,7 @@ func (c *Claude) runInteractive(ctx context.Context, req Request, emit func(Even
 		out.retry = false
 	}
 	c.pool.release(cp, out.reusable)
+	out.res.Warm = warm
 	if out.err != nil {
 		return out.res, out.err
 	}

@@ -87,6 +87,9 @@ func TestWarmProcessTakesTheConversationsNextTurn(t *testing.T) {
 	if r2.SessionID != r1.SessionID || !strings.HasPrefix(r2.Text, "reply 2 ") {
 		t.Errorf("second turn = %+v, want reply 2 in session %s", r2, r1.SessionID)
 	}
+	if r1.Warm || !r2.Warm {
+		t.Errorf("Warm = %v, %v; want the first turn cold and the second warm", r1.Warm, r2.Warm)
+	}
 	// The running total is per session: the adapter reports it as such
 	// (the runtime charges the difference).
 	if r1.SessionCostUSD != 0.01 || r2.SessionCostUSD != 0.02 {
@@ -216,6 +219,9 @@ func TestWarmProcessThatDiesIsRetriedOnceWithResume(t *testing.T) {
 	}
 	if r2.SessionID != r1.SessionID || len(retries) != 1 {
 		t.Errorf("result %+v after %d retry events", r2, len(retries))
+	}
+	if r2.Warm {
+		t.Error("a turn retried on a fresh process reports itself warm")
 	}
 }
 

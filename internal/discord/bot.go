@@ -143,6 +143,9 @@ type Options struct {
 	// FastReconnect drops arikawa's identify throttle and shortens its
 	// reconnect delay; only for tests against a local fake.
 	FastReconnect bool
+	// Monitor, if set, is told about requests, the connection and
+	// catch-ups (the admin server's metrics).
+	Monitor Monitor
 }
 
 // Intake is where accepted prompts go, and what /claude-stop stops.
@@ -210,6 +213,9 @@ type Bot struct {
 	sessions SessionResetter
 	// stopping is set when intake is closed for shutdown.
 	stopping atomic.Bool
+
+	// conn is the state of the gateway connection (see Connected).
+	conn connection
 
 	// me is the bot's user and application, set at READY.
 	botID atomic.Uint64
@@ -347,6 +353,9 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Monitor != nil {
+		rt.observe = opts.Monitor.Request
+	}
 	gatewayURL := opts.GatewayURL
 	if gatewayURL == "" {
 		gatewayURL = DefaultGatewayURL
@@ -431,6 +440,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		go b.persist(5 * time.Second)
 	}
 	// Sync handlers run in the gateway's order; intake must not reorder.
+	b.watchConnection()
 	b.state.AddSyncHandler(b.onReady)
 	b.state.AddSyncHandler(b.onResumed)
 	b.state.AddSyncHandler(b.onGuildCreate)

@@ -404,6 +404,7 @@ func (b *Bot) fetchMissed(since map[discord.ChannelID]seen) {
 		total += len(msgs)
 	}
 	b.log.Info().Int("channels", len(since)).Int("messages", total).Int("too_old", skipped).Msg("caught up on messages sent while disconnected")
+	b.caughtUp(total)
 }
 
 // onGuildCreate catches up, after a restart or a new session, on the
@@ -462,6 +463,7 @@ func (b *Bot) fetchUnseen(guild discord.GuildID, unseen []discord.ChannelID) {
 	if total > 0 {
 		b.log.Info().Int("channels", len(unseen)).Int("messages", total).Msg("caught up on channels first written in while disconnected")
 	}
+	b.caughtUp(total)
 }
 
 // textual reports whether messages can be posted in a channel of type t.

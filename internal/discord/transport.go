@@ -44,6 +44,8 @@ type transport struct {
 	maxWait time.Duration
 	// backoff is the wait before retrying a 5xx answer.
 	backoff func(try int) time.Duration
+	// observe, if set, is told each attempt's answer (Monitor.Request).
+	observe func(method, route string, status int)
 }
 
 func newTransport(base http.RoundTripper, apiBaseURL string) (*transport, error) {
@@ -77,6 +79,10 @@ func newTransport(base http.RoundTripper, apiBaseURL string) (*transport, error)
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	route := ""
+	if t.observe != nil {
+		route = t.routeOf(req.URL.Path)
+	}
 	req = t.rewrite(req)
 	body, err := bufferBody(req)
 	if err != nil {
@@ -89,6 +95,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		resp, err := t.base.RoundTrip(r)
+		if t.observe != nil {
+			status := 0
+			if err == nil {
+				status = resp.StatusCode
+			}
+			t.observe(req.Method, route, status)
+		}
 		if err != nil || try+1 >= t.attempts {
 			return normalize(resp), err
 		}

@@ -46,6 +46,9 @@ type CoreOptions struct {
 	// Left, if set, is called once for every accepted event when it leaves
 	// the queue, whether it ran or was dropped (queue.Options.Left).
 	Left func(queue.Event, queue.Fate)
+	// Enqueued, if set, is told how every Enqueue ended
+	// (queue.Options.Enqueued).
+	Enqueued func(queue.Event, error)
 	// EnvFile is the .env file in use; empty means config.DefaultEnvFile.
 	// With AGENT_USER, the start check makes sure the agent cannot read it.
 	EnvFile string
@@ -235,8 +238,9 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 				opts.Left(e, fate)
 			}
 		},
-		Journal: opts.Journal,
-		StartID: opts.StartID,
+		Journal:  opts.Journal,
+		StartID:  opts.StartID,
+		Enqueued: opts.Enqueued,
 	}, handle)
 	return &Core{Queue: q, Runtime: rt, Sessions: sessions, Backend: backend}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/admin"
 	"github.com/agentgateway/gateway/internal/config"
 	gwdiscord "github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/fakediscord"
@@ -63,6 +64,9 @@ type harnessOptions struct {
 	backend backends.Backend
 	// cardDelay and cardEvery, if set, replace the turn card's timings.
 	cardDelay, cardEvery time.Duration
+	// admin, if set, is told the admin server's address and hub
+	// (ADMIN_ADDR set in env).
+	admin func(addr string, hub *admin.Hub)
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
@@ -149,6 +153,7 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 					o.webhookAddr <- addr
 				}
 			},
+			AdminReady: o.admin,
 		}, log)
 	}()
 	t.Cleanup(func() {

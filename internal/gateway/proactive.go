@@ -140,12 +140,14 @@ func logDisabledWebhooks(hooks []schedule.Webhook, lookup func(string) (string, 
 	}
 }
 
-func newWebhookHandler(s *schedule.Scheduler, lookup func(string) (string, bool), q *queue.Queue, defaultChannel string, log zerolog.Logger) (http.Handler, error) {
+func newWebhookHandler(s *schedule.Scheduler, lookup func(string) (string, bool), q *queue.Queue, defaultChannel string,
+	answered func(status int), log zerolog.Logger) (http.Handler, error) {
 	return webhook.New(webhook.Options{
 		Lookup:         s.Webhook,
 		Secret:         lookup,
 		Enqueue:        q.Enqueue,
 		DefaultChannel: defaultChannel,
+		Answered:       answered,
 		Log:            log.With().Str("component", "webhook").Logger(),
 	})
 }

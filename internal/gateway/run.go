@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/admin"
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/cost"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/schedule"
@@ -49,6 +51,9 @@ type Options struct {
 	ReloadInterval time.Duration
 	// WebhookReady, if set, is told the webhook listener's address.
 	WebhookReady func(addr string)
+	// AdminReady, if set, is told the admin server's address and the hub
+	// its dashboard subscribes to, once it listens (ADMIN_ADDR).
+	AdminReady func(addr string, hub *admin.Hub)
 	// EnvFile is the .env file in use (--env-file); empty means
 	// config.DefaultEnvFile. With AGENT_USER the start check makes sure the
 	// agent cannot read it.
@@ -100,6 +105,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// A prompt that waits after all (STEER=queue, a CLI that cannot be
 	// steered, a turn about to end) can still be sent now.
 	dopts.SendNow = true
+	// With ADMIN_ADDR, what happens is reported for the metrics and the
+	// dashboard; without it mon is nil, reports do nothing, and none of
+	// this is wired.
+	mon := newMonitor(cfg, opts.Backend)
+	if mon != nil {
+		dopts.Monitor = mon
+	}
 	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
 	if err != nil {
 		return err
@@ -167,23 +179,33 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	acts := &actionRunner{env: newActions(cfg, int64(dopts.UploadLimit), secrets), guildOf: bot.GuildOf,
 		log: log.With().Str("component", "actions").Logger()}
 	acts.env.Discord, acts.env.Confirm, acts.env.Presence, acts.env.Reactions = bot, bot, bot, bot
+	var costs agent.CostRecorder = ctl
+	var enqueued func(queue.Event, error)
+	if mon != nil {
+		costs, enqueued = costRecorders{ctl, mon}, mon.Enqueued
+	}
 	core, err := NewCore(cfg, CoreOptions{
 		Backend: opts.Backend,
-		Replier: bot,
+		Replier: replierFor(bot, mon),
 		Hooks:   hooks,
 		EnvFile: opts.EnvFile,
 		Turns:   turnWatchers{gate, durable},
 		Journal: durable,
 		StartID: in.LastID(),
-		OnStart: durable.started,
-		Costs:   ctl,
-		Admit:   ctl.admit,
+		OnStart: func(e queue.Event) {
+			mon.Started(e)
+			durable.started(e)
+		},
+		Costs:    costs,
+		Enqueued: enqueued,
+		Admit:    ctl.admit,
 		Attachments: files.NewFetcher(cfg.DiscordAPIBaseURL,
 			int64(cfg.MaxAttachmentMB)<<20, int64(cfg.MaxAttachmentsMB)<<20),
 		Outbox:  &files.Limits{Files: files.MaxFilesPerMessage, Bytes: int64(dopts.UploadLimit), Secrets: secrets},
 		Actions: acts,
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			durable.done(e, out)
+			mon.Done(e, out)
 			finished.Add(1)
 		},
 		// Whatever became of an event, its producer lets go of it: a
@@ -192,6 +214,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Left: func(e queue.Event, fate queue.Fate) {
 			sched.Done(e.ID)
 			durable.left(e, fate)
+			mon.Left(e, fate)
 		},
 	}, log)
 	if err != nil {
@@ -202,6 +225,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if w, ok := core.Backend.(interface{ Warm() backends.WarmStats }); ok && cfg.KeepAlive > 0 {
 		ctl.warm = w.Warm
 	}
+	mon.Watch(admin.Sources{
+		Waiting:   core.Queue.Waiting,
+		Running:   core.Queue.Running,
+		Inbox:     in.Stats,
+		Processes: proc.Running,
+		Warm:      ctl.warm,
+		Connected: bot.Connected,
+	})
 	if core.Backend.Name() != "" {
 		ctl.backend = core.Backend.Name()
 	}
@@ -236,7 +267,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// start at once; requests are served once Discord is ready.
 	var hooksHTTP *webhookServer
 	if cfg.WebhookAddr != "" {
-		h, err := newWebhookHandler(sched, cfg.Lookup, core.Queue, cfg.OutputChannelID, log)
+		var answered func(int)
+		if mon != nil {
+			answered = mon.WebhookAnswered
+		}
+		h, err := newWebhookHandler(sched, cfg.Lookup, core.Queue, cfg.OutputChannelID, answered, log)
 		if err != nil {
 			return err
 		}
@@ -252,6 +287,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	for _, e := range plan.rerun {
 		core.Queue.Restore(e)
 	}
+	mon.Resumed(len(plan.rerun), len(plan.deliver), len(plan.interrupted), len(plan.dead))
 	if n := len(plan.rerun) + len(plan.deliver) + len(plan.interrupted) + len(plan.dead); n > 0 {
 		log.Info().Int("rerun", len(plan.rerun)).Int("deliver", len(plan.deliver)).
 			Int("interrupted", len(plan.interrupted)).Int("dead_letters", len(plan.dead)).
@@ -259,6 +295,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	retry := &retrier{in: in, enqueue: core.Queue.Enqueue, approvers: cfg.ApproverIDs, log: log}
 	bot.HandleButtons(discord.RetryPrefix, retry.press)
+
+	// The admin server answers from here on (/healthz at once; /readyz
+	// once Discord is connected) until everything else has stopped.
+	if mon != nil {
+		ready := readiness{bot: bot, queue: core.Queue, inbox: in}
+		adminHTTP, err := startAdmin(cfg, mon, ready.check, log.With().Str("component", "admin").Logger())
+		if err != nil {
+			return err
+		}
+		defer adminHTTP.close()
+		if opts.AdminReady != nil {
+			opts.AdminReady(adminHTTP.srv.Addr(), mon.Hub())
+		}
+	}
 
 	// Runs get their own context: a signal starts the graceful shutdown,
 	// it does not cancel the agent mid-turn. Cancelling it stops every run

@@ -563,6 +563,14 @@ func (in *Inbox) NoncePrefix() string { return in.prefix }
 // gateway has been watching Discord since then.
 func (in *Inbox) Created() time.Time { return in.created }
 
+// Err returns why the inbox refuses writes (closed, or a write failed:
+// a full disk), or nil when it takes them. It does not touch the disk.
+func (in *Inbox) Err() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.writableLocked()
+}
+
 // Recovered is how many bytes of a torn end Open cut off.
 func (in *Inbox) Recovered() int64 { return in.recovered }
 

@@ -346,13 +346,18 @@ func TestGroupCommitSharesSyncs(t *testing.T) {
 
 type failingFile struct{ file }
 
-func (failingFile) Sync() error { return errors.New("no space left on device") }
+var errDiskFull = errors.New("no space left on device")
+
+func (failingFile) Sync() error { return errDiskFull }
 
 func TestWriteFailureRefusesFurtherWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "inbox.log")
 	in := open(t, path, Options{})
 	defer in.Close()
 	must(t, in.Add(event(1, "")))
+	if err := in.Err(); err != nil {
+		t.Fatalf("Err before any failure: %v", err)
+	}
 	in.mu.Lock()
 	in.f = failingFile{in.f}
 	in.mu.Unlock()
@@ -361,6 +366,17 @@ func TestWriteFailureRefusesFurtherWrites(t *testing.T) {
 	}
 	if err := in.Started(1); err == nil {
 		t.Fatal("a write after a failure was accepted")
+	}
+	if err := in.Err(); !errors.Is(err, errDiskFull) {
+		t.Fatalf("Err after a failed write = %v, want the write's error", err)
+	}
+}
+
+func TestErrAfterClose(t *testing.T) {
+	in := open(t, filepath.Join(t.TempDir(), "inbox.log"), Options{})
+	in.Close()
+	if in.Err() == nil {
+		t.Fatal("a closed inbox reports itself writable")
 	}
 }
 

@@ -98,6 +98,11 @@ type Options struct {
 	// event there (a heartbeat's busy mark, a waiting reaction), whatever
 	// became of it. It is called without the queue's lock held.
 	Left func(e Event, fate Fate)
+	// Enqueued, if set, is told how every Enqueue ended: the event as
+	// accepted (with its id) and a nil error, or the event as offered and
+	// the error that refused it. It is called without the queue's locks
+	// held (the admin server's metrics).
+	Enqueued func(e Event, err error)
 }
 
 // Receipt describes an accepted event.
@@ -164,7 +169,16 @@ func New(opts Options, handler Handler) *Queue {
 // Enqueue assigns the event its id and timestamp, records it in the
 // journal, and accepts it; or rejects it with *FullError, ErrClosed or the
 // journal's error.
-func (q *Queue) Enqueue(e Event) (Receipt, error) {
+func (q *Queue) Enqueue(e Event) (r Receipt, err error) {
+	if q.opts.Enqueued != nil {
+		// Deferred first, so it runs after the locks are released.
+		defer func() {
+			if err == nil {
+				e = r.Event
+			}
+			q.opts.Enqueued(e, err)
+		}()
+	}
 	q.appendMu.Lock()
 	defer q.appendMu.Unlock()
 	q.mu.Lock()
@@ -348,6 +362,35 @@ func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.waiting
+}
+
+// Closed reports whether Close was called: Enqueue refuses every event.
+func (q *Queue) Closed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+// LaneWaiting is how many events wait in one lane, and since when.
+type LaneWaiting struct {
+	Lane    string
+	Waiting int
+	// Oldest is the enqueue time of the lane's longest-waiting event.
+	Oldest time.Time
+}
+
+// Waiting lists the lanes that have events waiting, by lane name.
+func (q *Queue) Waiting() []LaneWaiting {
+	q.mu.Lock()
+	out := make([]LaneWaiting, 0, len(q.lanes))
+	for _, l := range q.lanes {
+		if len(l.events) > 0 {
+			out = append(out, LaneWaiting{Lane: l.name, Waiting: len(l.events), Oldest: l.events[0].Time})
+		}
+	}
+	q.mu.Unlock()
+	slices.SortFunc(out, func(a, b LaneWaiting) int { return cmp.Compare(a.Lane, b.Lane) })
+	return out
 }
 
 // Running returns how many handlers are in flight.

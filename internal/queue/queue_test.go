@@ -571,3 +571,71 @@ func TestPromoteRunsAWaitingEventNext(t *testing.T) {
 		t.Errorf("order %q, want %q", order, want)
 	}
 }
+
+func TestEnqueuedIsToldEveryOutcome(t *testing.T) {
+	type told struct {
+		ID   uint64
+		Kind Kind
+		Why  string // "" accepted, else what refused it
+	}
+	why := func(err error) string {
+		var full *FullError
+		switch {
+		case err == nil:
+			return ""
+		case errors.As(err, &full) && full.Lane:
+			return "lane full"
+		case errors.As(err, &full):
+			return "queue full"
+		case errors.Is(err, ErrClosed):
+			return "closed"
+		}
+		return "other"
+	}
+	var got []told
+	var q *Queue
+	q = New(Options{MaxDepth: 2, MaxPerLane: 1, MaxConcurrent: 1, Enqueued: func(e Event, err error) {
+		_ = q.Len() // called without the queue's locks: reading it is fine
+		got = append(got, told{e.ID, e.Kind, why(err)})
+	}}, func(context.Context, Event) {})
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"})
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}) // the lane holds one
+	q.Enqueue(Event{Kind: KindCron})
+	q.Enqueue(Event{Kind: KindWebhook}) // the queue holds two
+	q.Close()
+	q.Enqueue(Event{Kind: KindHook})
+	want := []told{
+		{1, KindMessage, ""},
+		{0, KindMessage, "lane full"},
+		{2, KindCron, ""},
+		{0, KindWebhook, "queue full"},
+		{0, KindHook, "closed"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Enqueued told (-want +got):\n%s", diff)
+	}
+	if !q.Closed() {
+		t.Error("Closed() = false after Close")
+	}
+}
+
+func TestWaitingListsLanesWithTheirOldest(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, Now: func() time.Time {
+		clock = clock.Add(time.Second)
+		return clock
+	}}, func(context.Context, Event) {})
+	if got := q.Waiting(); len(got) != 0 {
+		t.Fatalf("Waiting() of an empty queue = %v", got)
+	}
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "b"})
+	q.Enqueue(Event{Kind: KindCron})
+	q.Enqueue(Event{Kind: KindMessage, ChannelID: "b"})
+	want := []LaneWaiting{
+		{Lane: "b", Waiting: 2, Oldest: time.Unix(1_700_000_001, 0)},
+		{Lane: SystemLane, Waiting: 1, Oldest: time.Unix(1_700_000_002, 0)},
+	}
+	if diff := cmp.Diff(want, q.Waiting()); diff != "" {
+		t.Errorf("Waiting() (-want +got):\n%s", diff)
+	}
+}

@@ -55,7 +55,10 @@ type Options struct {
 	// RetryAfter is sent with 503 when the queue is full; 0 means
 	// DefaultRetryAfter.
 	RetryAfter time.Duration
-	Log        zerolog.Logger
+	// Answered, if set, is told the status of every request answered
+	// (the admin server's metrics).
+	Answered func(status int)
+	Log      zerolog.Logger
 }
 
 // Handler serves POST /hooks/{name}. Mount it at "/hooks/".
@@ -108,6 +111,9 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	resp := h.handle(w, r, name)
 	h.logRequest(r, name, resp)
+	if h.opts.Answered != nil {
+		h.opts.Answered(resp.status)
+	}
 	if resp.status == http.StatusAccepted {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(resp.status)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,15 @@ type server struct {
 	queue *fakeQueue
 	logs  *bytes.Buffer
 	logMu *sync.Mutex
+
+	answeredMu sync.Mutex // guards answered
+	answered   []int      // the statuses Options.Answered was told
+}
+
+func (s *server) statuses() []int {
+	s.answeredMu.Lock()
+	defer s.answeredMu.Unlock()
+	return slices.Clone(s.answered)
 }
 
 // syncBuffer lets the handler's goroutines log while the test reads.
@@ -99,7 +109,12 @@ func newServer(t *testing.T, maxBody int64) *server {
 		},
 		Enqueue: s.queue.Enqueue,
 		MaxBody: maxBody,
-		Log:     zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), syncBuffer{s.logMu, s.logs})),
+		Answered: func(status int) {
+			s.answeredMu.Lock()
+			s.answered = append(s.answered, status)
+			s.answeredMu.Unlock()
+		},
+		Log: zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), syncBuffer{s.logMu, s.logs})),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +187,20 @@ func TestSignedRequestEnqueuesEvent(t *testing.T) {
 		if !strings.Contains(logs, field) {
 			t.Errorf("log lacks %s:\n%s", field, logs)
 		}
+	}
+}
+
+func TestAnsweredIsToldEveryStatus(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, 0)
+	payload := []byte(`{"ref":"main"}`)
+	s.do(t, http.MethodPost, "/hooks/deploy", payload, map[string]string{SignatureHeader: sign(payload, testSecret)})
+	s.do(t, http.MethodPost, "/hooks/deploy", payload, map[string]string{SignatureHeader: sign(payload, "wrong")})
+	s.do(t, http.MethodPost, "/hooks/nope", payload, nil)
+	s.do(t, http.MethodGet, "/hooks/deploy", nil, nil)
+	want := []int{http.StatusAccepted, http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed}
+	if diff := cmp.Diff(want, s.statuses()); diff != "" {
+		t.Errorf("statuses told (-want +got):\n%s", diff)
 	}
 }
 
