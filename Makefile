@@ -22,7 +22,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: help build release test lint fuzz conformance chaos clis bench footprint soak clean
+.PHONY: help build release test lint fuzz conformance chaos clis bench footprint soak clean browser
 .DEFAULT_GOAL := build
 
 help: ## list the targets
@@ -89,3 +89,6 @@ soak: ## steady fake traffic for SOAK (default 5m); RSS and goroutines should st
 
 clean: ## remove bin/ and dist/
 	rm -rf bin dist
+
+browser: ## the dashboard in headless Chromium (apt-get install chromium); screenshots to SCREENSHOT_DIR
+	$(GO) test -tags browser -count=1 -run Browser -v ./internal/dashboard/

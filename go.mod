@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/VictoriaMetrics/metrics v1.44.0
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/diamondburned/arikawa/v3 v3.6.0
 	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/google/go-cmp v0.7.0
@@ -17,8 +19,6 @@ require (
 )
 
 require (
-	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/chromedp/chromedp v0.23.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect

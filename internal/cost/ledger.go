@@ -443,3 +443,26 @@ func (l *Ledger) Report(now time.Time, channel string) Report {
 	}
 	return r
 }
+
+// ByChannel is the spending of today and of this week (from Monday) per
+// channel ("" for events without one), for the dashboard.
+func (l *Ledger) ByChannel(now time.Time) (today, week map[string]float64) {
+	now = now.In(l.loc)
+	todayKey := l.dayKey(now)
+	monday := l.dayKey(now.AddDate(0, 0, -((int(now.Weekday()) + 6) % 7)))
+	today, week = map[string]float64{}, map[string]float64{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, d := range l.days {
+		if k > todayKey || k < monday {
+			continue
+		}
+		for ch, s := range d.channels {
+			week[ch] += s.USD
+			if k == todayKey {
+				today[ch] += s.USD
+			}
+		}
+	}
+	return today, week
+}

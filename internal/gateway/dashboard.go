@@ -1,0 +1,250 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/admin"
+	"github.com/agentgateway/gateway/internal/cost"
+	"github.com/agentgateway/gateway/internal/dashboard"
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/schedule"
+	"github.com/agentgateway/gateway/internal/session"
+)
+
+// dashboardSource is the dashboard's view of the gateway
+// (dashboard.Source): the admin hub's events for the turns running now and
+// the activity, the queue, the ledger, the schedule and the sessions for
+// the rest.
+type dashboardSource struct {
+	hub       *admin.Hub
+	queue     *queue.Queue
+	sessions  *session.Store
+	ledger    *cost.Ledger
+	sched     *schedule.Scheduler
+	activity  *dashboard.ActivityLog
+	ready     func() error
+	connected func() bool
+	backend   string
+	log       zerolog.Logger
+
+	mu      sync.Mutex
+	running map[uint64]dashboard.Turn
+}
+
+// follow keeps the running turns and the activity log current from the
+// hub until ctx ends.
+func (d *dashboardSource) follow(ctx context.Context) {
+	for ev := range d.hub.Subscribe(ctx) {
+		switch ev.Type {
+		case admin.TurnStarted:
+			d.mu.Lock()
+			d.running[ev.EventID] = turnOf(ev)
+			d.mu.Unlock()
+		case admin.ToolUsed:
+			d.mu.Lock()
+			if t, ok := d.running[ev.EventID]; ok {
+				t.Tool = ev.Tool
+				d.running[ev.EventID] = t
+			}
+			d.mu.Unlock()
+		case admin.TurnFinished:
+			d.mu.Lock()
+			delete(d.running, ev.EventID)
+			d.mu.Unlock()
+			if err := d.activity.Append(entryOf(ev)); err != nil {
+				d.log.Warn().Err(err).Msg("could not keep a finished event in the activity log")
+			}
+		case admin.Resync:
+			// Turns whose end was missed would stay "running": keep only
+			// those the queue still runs.
+			d.mu.Lock()
+			for id, t := range d.running {
+				if cur, ok, _ := d.queue.Lane(laneOf(t.ChannelID)); !ok || cur.ID != id {
+					delete(d.running, id)
+				}
+			}
+			d.mu.Unlock()
+		}
+	}
+}
+
+func turnOf(ev admin.Event) dashboard.Turn {
+	return dashboard.Turn{EventID: ev.EventID, ChannelID: ev.Channel, Kind: ev.Kind, Name: ev.Name, Prompt: ev.Prompt, StartedAt: ev.Time}
+}
+
+func entryOf(ev admin.Event) dashboard.Entry {
+	return dashboard.Entry{EventID: ev.EventID, Time: ev.Time, ChannelID: ev.Channel, Kind: ev.Kind, Name: ev.Name,
+		Outcome: ev.Outcome, Duration: ev.Duration, CostUSD: ev.CostUSD}
+}
+
+// laneOf is the queue lane of a channel's events.
+func laneOf(channel string) string {
+	if channel == "" {
+		return queue.SystemLane
+	}
+	return channel
+}
+
+// Snapshot implements dashboard.Source.
+func (d *dashboardSource) Snapshot() dashboard.State {
+	var s dashboard.State
+	d.mu.Lock()
+	for _, t := range d.running {
+		s.Running = append(s.Running, t)
+	}
+	d.mu.Unlock()
+	slices.SortFunc(s.Running, func(a, b dashboard.Turn) int { return a.StartedAt.Compare(b.StartedAt) })
+	s.Queue = lanesOf(d.queue.Waiting())
+	s.Activity = d.activity.Recent()
+	s.Costs = d.costs()
+	s.Schedule = d.jobs()
+	for _, ch := range d.sessions.Channels() {
+		if b, ok := d.sessions.Get(ch); ok {
+			s.Sessions = append(s.Sessions, dashboard.Session{ChannelID: ch, SessionID: b.SessionID, Started: b.Updated,
+				Model: d.sessions.Settings(ch).Model})
+		}
+	}
+	s.Health = dashboard.Health{Discord: d.connected(), CLI: d.backend, Ready: d.ready() == nil}
+	return s
+}
+
+func lanesOf(ws []queue.LaneWaiting) []dashboard.Lane {
+	out := make([]dashboard.Lane, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, dashboard.Lane{Lane: w.Lane, Waiting: w.Waiting, Oldest: w.Oldest})
+	}
+	return out
+}
+
+func (d *dashboardSource) costs() dashboard.Costs {
+	if d.ledger == nil {
+		return dashboard.Costs{}
+	}
+	now := time.Now()
+	r := d.ledger.Report(now, "")
+	today, week := d.ledger.ByChannel(now)
+	return dashboard.Costs{
+		Today: dashboard.Spend{Total: r.GatewayToday.USD, ByChannel: today, ByKind: r.GatewayToday.ByKind, Estimate: r.GatewayToday.Estimate},
+		Week:  dashboard.Spend{Total: r.GatewayWeek.USD, ByChannel: week, ByKind: r.GatewayWeek.ByKind, Estimate: r.GatewayWeek.Estimate},
+	}
+}
+
+func (d *dashboardSource) jobs() []dashboard.Job {
+	if d.sched == nil {
+		return nil
+	}
+	var out []dashboard.Job
+	for _, j := range d.sched.CronJobs() {
+		out = append(out, dashboard.Job{Kind: dashboard.ScheduleCron, Name: j.Name, Schedule: j.Cron, ChannelName: j.Channel, Paused: j.Paused})
+	}
+	return out
+}
+
+// Subscribe implements dashboard.Source: the hub's events as the page's
+// updates.
+func (d *dashboardSource) Subscribe(ctx context.Context) <-chan dashboard.Update {
+	in := d.hub.Subscribe(ctx)
+	out := make(chan dashboard.Update, 16)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			var us []dashboard.Update
+			switch ev.Type {
+			case admin.TurnStarted:
+				us = append(us, dashboard.TurnStarted(turnOf(ev)))
+			case admin.ToolUsed:
+				us = append(us, dashboard.ToolUsed(ev.EventID, ev.Tool))
+			case admin.TurnFinished:
+				us = append(us, dashboard.TurnFinished(entryOf(ev)), dashboard.CostsChanged(d.costs()))
+			case admin.QueueChanged:
+				var lanes []dashboard.Lane
+				for _, l := range ev.Lanes {
+					lanes = append(lanes, dashboard.Lane{Lane: l.Lane, Waiting: l.Waiting, Oldest: l.Oldest})
+				}
+				us = append(us, dashboard.QueueChanged(lanes))
+			case admin.Resync:
+				us = append(us, dashboard.Update{Resync: true})
+			}
+			for _, u := range us {
+				select {
+				case out <- u:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// Stop implements dashboard.Source: what the Discord Stop button does.
+func (d *dashboardSource) Stop(eventID uint64) error {
+	d.mu.Lock()
+	t, ok := d.running[eventID]
+	d.mu.Unlock()
+	if !ok || !d.queue.Cancel(laneOf(t.ChannelID), eventID) {
+		return fmt.Errorf("turn %d: %w", eventID, dashboard.ErrNotFound)
+	}
+	d.log.Info().Uint64("event", eventID).Msg("turn stopped from the dashboard")
+	return nil
+}
+
+// RunNow implements dashboard.Source for cron jobs.
+func (d *dashboardSource) RunNow(kind, name string) error {
+	if kind != dashboard.ScheduleCron || d.sched == nil {
+		return fmt.Errorf("only cron jobs can be run from here: %w", dashboard.ErrConflict)
+	}
+	err := d.sched.Trigger(name)
+	switch {
+	case errors.Is(err, schedule.ErrNoCronJob):
+		return fmt.Errorf("cron job %q: %w", name, dashboard.ErrNotFound)
+	case errors.Is(err, schedule.ErrBusy):
+		return fmt.Errorf("cron job %q is running: %w", name, dashboard.ErrConflict)
+	case err != nil:
+		return err
+	}
+	d.log.Info().Str("job", name).Msg("cron job run from the dashboard")
+	return nil
+}
+
+// ResetSession implements dashboard.Source, as /claude-reset does.
+func (d *dashboardSource) ResetSession(channelID string) error {
+	removed, err := d.sessions.Delete(channelID)
+	switch {
+	case err != nil:
+		return err
+	case !removed:
+		return fmt.Errorf("session of %s: %w", channelID, dashboard.ErrNotFound)
+	}
+	d.log.Info().Str("channel", channelID).Msg("session reset from the dashboard")
+	return nil
+}
+
+// ActivityFile keeps the dashboard's recent activity across restarts.
+const ActivityFile = "activity.jsonl"
+
+// mountDashboard serves the dashboard at / on the admin server, behind
+// its auth; the returned function stops it.
+func mountDashboard(srv *admin.Server, d *dashboardSource, path string) (func(), error) {
+	log, err := dashboard.OpenActivityLog(path)
+	if err != nil {
+		return nil, err
+	}
+	d.activity, d.running = log, map[uint64]dashboard.Turn{}
+	ctx, cancel := context.WithCancel(context.Background())
+	go d.follow(ctx)
+	srv.Handle("/", dashboard.Handler(d, dashboard.Options{Prefix: "/", Log: d.log}))
+	return func() {
+		cancel()
+		if err := log.Close(); err != nil {
+			d.log.Warn().Err(err).Msg("closing the activity log")
+		}
+	}, nil
+}
