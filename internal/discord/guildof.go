@@ -18,3 +18,17 @@ func (b *Bot) GuildOf(channelID string) string {
 	}
 	return ch.GuildID.String()
 }
+
+// ChannelName returns a channel's name from the bot's cache; "" when it
+// is not known (a DM, a channel the bot cannot see).
+func (b *Bot) ChannelName(channelID string) string {
+	id, err := discord.ParseSnowflake(channelID)
+	if err != nil {
+		return ""
+	}
+	ch, err := b.state.Cabinet.Channel(discord.ChannelID(id))
+	if err != nil {
+		return ""
+	}
+	return ch.Name
+}

@@ -31,7 +31,9 @@ type dashboardSource struct {
 	activity  *dashboard.ActivityLog
 	ready     func() error
 	connected func() bool
-	backend   string
+	// name is a channel's name for display ("" when unknown).
+	name    func(channelID string) string
+	backend string
 	log       zerolog.Logger
 
 	mu      sync.Mutex
@@ -45,7 +47,7 @@ func (d *dashboardSource) follow(ctx context.Context) {
 		switch ev.Type {
 		case admin.TurnStarted:
 			d.mu.Lock()
-			d.running[ev.EventID] = turnOf(ev)
+			d.running[ev.EventID] = d.named(turnOf(ev))
 			d.mu.Unlock()
 		case admin.ToolUsed:
 			d.mu.Lock()
@@ -58,7 +60,9 @@ func (d *dashboardSource) follow(ctx context.Context) {
 			d.mu.Lock()
 			delete(d.running, ev.EventID)
 			d.mu.Unlock()
-			if err := d.activity.Append(entryOf(ev)); err != nil {
+			e := entryOf(ev)
+			e.ChannelName = d.name(e.ChannelID)
+			if err := d.activity.Append(e); err != nil {
 				d.log.Warn().Err(err).Msg("could not keep a finished event in the activity log")
 			}
 		case admin.Resync:
@@ -73,6 +77,12 @@ func (d *dashboardSource) follow(ctx context.Context) {
 			d.mu.Unlock()
 		}
 	}
+}
+
+// named adds the channel's name to a turn.
+func (d *dashboardSource) named(t dashboard.Turn) dashboard.Turn {
+	t.ChannelName = d.name(t.ChannelID)
+	return t
 }
 
 func turnOf(ev admin.Event) dashboard.Turn {
@@ -102,12 +112,15 @@ func (d *dashboardSource) Snapshot() dashboard.State {
 	d.mu.Unlock()
 	slices.SortFunc(s.Running, func(a, b dashboard.Turn) int { return a.StartedAt.Compare(b.StartedAt) })
 	s.Queue = lanesOf(d.queue.Waiting())
+	for i := range s.Queue {
+		s.Queue[i].Name = d.name(s.Queue[i].Lane)
+	}
 	s.Activity = d.activity.Recent()
 	s.Costs = d.costs()
 	s.Schedule = d.jobs()
 	for _, ch := range d.sessions.Channels() {
 		if b, ok := d.sessions.Get(ch); ok {
-			s.Sessions = append(s.Sessions, dashboard.Session{ChannelID: ch, SessionID: b.SessionID, Started: b.Updated,
+			s.Sessions = append(s.Sessions, dashboard.Session{ChannelID: ch, ChannelName: d.name(ch), SessionID: b.SessionID, Started: b.Updated,
 				Model: d.sessions.Settings(ch).Model})
 		}
 	}
@@ -130,10 +143,27 @@ func (d *dashboardSource) costs() dashboard.Costs {
 	now := time.Now()
 	r := d.ledger.Report(now, "")
 	today, week := d.ledger.ByChannel(now)
+	today, week = d.byName(today), d.byName(week)
 	return dashboard.Costs{
 		Today: dashboard.Spend{Total: r.GatewayToday.USD, ByChannel: today, ByKind: r.GatewayToday.ByKind, Estimate: r.GatewayToday.Estimate},
 		Week:  dashboard.Spend{Total: r.GatewayWeek.USD, ByChannel: week, ByKind: r.GatewayWeek.ByKind, Estimate: r.GatewayWeek.Estimate},
 	}
+}
+
+// byName keys spending by the channels' display names.
+func (d *dashboardSource) byName(m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for id, usd := range m {
+		key := "no channel"
+		if id != "" {
+			key = id
+			if n := d.name(id); n != "" {
+				key = "#" + n
+			}
+		}
+		out[key] += usd
+	}
+	return out
 }
 
 func (d *dashboardSource) jobs() []dashboard.Job {
@@ -158,15 +188,17 @@ func (d *dashboardSource) Subscribe(ctx context.Context) <-chan dashboard.Update
 			var us []dashboard.Update
 			switch ev.Type {
 			case admin.TurnStarted:
-				us = append(us, dashboard.TurnStarted(turnOf(ev)))
+				us = append(us, dashboard.TurnStarted(d.named(turnOf(ev))))
 			case admin.ToolUsed:
 				us = append(us, dashboard.ToolUsed(ev.EventID, ev.Tool))
 			case admin.TurnFinished:
-				us = append(us, dashboard.TurnFinished(entryOf(ev)), dashboard.CostsChanged(d.costs()))
+				e := entryOf(ev)
+				e.ChannelName = d.name(e.ChannelID)
+				us = append(us, dashboard.TurnFinished(e), dashboard.CostsChanged(d.costs()))
 			case admin.QueueChanged:
 				var lanes []dashboard.Lane
 				for _, l := range ev.Lanes {
-					lanes = append(lanes, dashboard.Lane{Lane: l.Lane, Waiting: l.Waiting, Oldest: l.Oldest})
+					lanes = append(lanes, dashboard.Lane{Lane: l.Lane, Name: d.name(l.Lane), Waiting: l.Waiting, Oldest: l.Oldest})
 				}
 				us = append(us, dashboard.QueueChanged(lanes))
 			case admin.Resync:

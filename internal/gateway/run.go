@@ -306,7 +306,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		}
 		defer adminHTTP.close()
 		dash := &dashboardSource{hub: mon.Hub(), queue: core.Queue, sessions: core.Sessions, ledger: ledger, sched: sched,
-			ready: ready.check, connected: bot.Connected, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
+			ready: ready.check, connected: bot.Connected, name: bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
 		stopDash, err := mountDashboard(adminHTTP.srv, dash, filepath.Join(cfg.ConfigDir, ActivityFile))
 		if err != nil {
 			log.Error().Err(files.WithoutPath(err)).Msg("the dashboard's activity log cannot be opened; the dashboard is off")
