@@ -34,7 +34,7 @@ type dashboardSource struct {
 	// name is a channel's name for display ("" when unknown).
 	name    func(channelID string) string
 	backend string
-	log       zerolog.Logger
+	log     zerolog.Logger
 
 	mu      sync.Mutex
 	running map[uint64]dashboard.Turn
