@@ -154,12 +154,9 @@ func (d *dashboardSource) costs() dashboard.Costs {
 func (d *dashboardSource) byName(m map[string]float64) map[string]float64 {
 	out := make(map[string]float64, len(m))
 	for id, usd := range m {
-		key := "no channel"
+		key := "(no channel)"
 		if id != "" {
-			key = id
-			if n := d.name(id); n != "" {
-				key = "#" + n
-			}
+			key = firstNonEmptyName(d.name(id), id)
 		}
 		out[key] += usd
 	}
@@ -171,10 +168,25 @@ func (d *dashboardSource) jobs() []dashboard.Job {
 		return nil
 	}
 	var out []dashboard.Job
-	for _, j := range d.sched.CronJobs() {
-		out = append(out, dashboard.Job{Kind: dashboard.ScheduleCron, Name: j.Name, Schedule: j.Cron, ChannelName: j.Channel, Paused: j.Paused})
+	for _, j := range d.sched.Jobs() {
+		kind := dashboard.ScheduleCron
+		if j.Kind == queue.KindHeartbeat {
+			kind = dashboard.ScheduleHeartbeat
+		}
+		job := dashboard.Job{Kind: kind, Name: j.Name, Schedule: j.Schedule, NextRun: j.Next, LastRun: j.Last, Paused: j.Paused}
+		if j.Channel != "" {
+			job.ChannelName = firstNonEmptyName(d.name(j.Channel), j.Channel)
+		}
+		out = append(out, job)
 	}
 	return out
+}
+
+func firstNonEmptyName(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // Subscribe implements dashboard.Source: the hub's events as the page's
@@ -230,19 +242,27 @@ func (d *dashboardSource) Stop(eventID uint64) error {
 
 // RunNow implements dashboard.Source for cron jobs.
 func (d *dashboardSource) RunNow(kind, name string) error {
-	if kind != dashboard.ScheduleCron || d.sched == nil {
-		return fmt.Errorf("only cron jobs can be run from here: %w", dashboard.ErrConflict)
+	if d.sched == nil {
+		return fmt.Errorf("no schedule: %w", dashboard.ErrNotFound)
 	}
-	err := d.sched.Trigger(name)
+	var err error
+	switch kind {
+	case dashboard.ScheduleCron:
+		err = d.sched.Trigger(name)
+	case dashboard.ScheduleHeartbeat:
+		err = d.sched.TriggerHeartbeat(name)
+	default:
+		return fmt.Errorf("%q: %w", kind, dashboard.ErrNotFound)
+	}
 	switch {
 	case errors.Is(err, schedule.ErrNoCronJob):
-		return fmt.Errorf("cron job %q: %w", name, dashboard.ErrNotFound)
+		return fmt.Errorf("%s %q: %w", kind, name, dashboard.ErrNotFound)
 	case errors.Is(err, schedule.ErrBusy):
-		return fmt.Errorf("cron job %q is running: %w", name, dashboard.ErrConflict)
+		return fmt.Errorf("%s %q is running: %w", kind, name, dashboard.ErrConflict)
 	case err != nil:
 		return err
 	}
-	d.log.Info().Str("job", name).Msg("cron job run from the dashboard")
+	d.log.Info().Str("kind", kind).Str("job", name).Msg("scheduled job run from the dashboard")
 	return nil
 }
 
