@@ -64,6 +64,7 @@ func TestDeferredPromptFiresWhenDueAndSurvivesARestart(t *testing.T) {
 	if len(f.got) != 1 || f.got[0].Prompt != "check the deploy" {
 		t.Fatalf("fired %+v", f.got)
 	}
+	waitPending(t, s, 1)
 	// The gateway stops; the second prompt falls due while it is down.
 	s.Close()
 	clock.Advance(2 * time.Hour)
@@ -83,12 +84,24 @@ func TestDeferredPromptFiresWhenDueAndSurvivesARestart(t *testing.T) {
 	if len(f2.got) != 1 || f2.got[0].Prompt != "later" {
 		t.Fatalf("after the restart fired %+v", f2.got)
 	}
-	if n := s2.Pending(); n != 0 {
-		t.Errorf("%d pending, want 0", n)
-	}
+	waitPending(t, s2, 0) // the store forgets a prompt once fire returned
 	data, _ := os.ReadFile(path)
 	if string(data) != "[]\n" {
 		t.Errorf("file after both fired = %q", data)
+	}
+}
+
+// waitPending waits until n prompts are pending.
+func waitPending(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for s.Pending() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending, want %d", s.Pending(), n)
+		}
+		<-tick.C
 	}
 }
 
