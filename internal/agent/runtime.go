@@ -388,6 +388,13 @@ func HeartbeatOK(reply string) bool {
 // kept processes (when it keeps any); call it after the last event.
 func (r *Runtime) Close() {
 	r.prompts.close()
+	if c, ok := r.opts.Exchanges.(io.Closer); ok {
+		// What is still to be archived is written before the gateway
+		// goes.
+		if err := c.Close(); err != nil {
+			r.log.Warn().Err(err).Msg("close the conversation archive")
+		}
+	}
 	if c, ok := r.backend.(io.Closer); ok {
 		if err := c.Close(); err != nil {
 			r.log.Warn().Err(err).Msg("stop the agent's warm processes")

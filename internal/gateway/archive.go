@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -23,10 +24,26 @@ const recentContextBytes = 8 << 10
 // exchanges keeps every exchange in the conversation archive and gives a
 // channel's new session its recent conversation (agent.ExchangeRecorder,
 // agent.History).
+//
+// The archive fsyncs each entry; it is written behind, by one goroutine
+// that takes whatever has piled up, so a turn never waits for the disk
+// (at a burst of events the archive would otherwise cap the gateway's
+// throughput at the disk's sync rate). Close writes what is left.
 type exchanges struct {
 	archive *archive.Archive
 	log     zerolog.Logger
+
+	mu      sync.Mutex
+	pending []archive.Entry
+	dropped int
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
 }
+
+// maxPendingExchanges bounds the entries waiting for the disk: past it
+// (a disk that stopped answering) new ones are dropped and counted.
+const maxPendingExchanges = 100_000
 
 // openExchanges opens CONFIG_DIR/conversations. A failure is logged and
 // leaves the gateway without an archive rather than without a start.
@@ -41,7 +58,47 @@ func openExchanges(cfg *config.Config, log zerolog.Logger) *exchanges {
 		log.Error().Err(files.WithoutPath(err)).Msg("the conversation archive cannot be opened; exchanges are not archived")
 		return nil
 	}
-	return &exchanges{archive: a, log: log}
+	x := &exchanges{archive: a, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go x.write()
+	return x
+}
+
+// write appends the pending entries until Close.
+func (x *exchanges) write() {
+	defer close(x.done)
+	for {
+		x.mu.Lock()
+		batch, dropped, closed := x.pending, x.dropped, x.closed
+		x.pending, x.dropped = nil, 0
+		x.mu.Unlock()
+		if dropped > 0 {
+			x.log.Error().Int("dropped", dropped).Msg("exchanges not archived: the archive's disk fell too far behind")
+		}
+		for _, e := range batch {
+			if err := x.archive.Append(e); err != nil {
+				x.log.Error().Err(files.WithoutPath(err)).Uint64("event", e.EventID).Msg("exchange not archived")
+			}
+		}
+		if closed && len(batch) == 0 {
+			return
+		}
+		if len(batch) == 0 {
+			<-x.wake
+		}
+	}
+}
+
+// Close writes the entries still pending and stops the writer.
+func (x *exchanges) Close() error {
+	x.mu.Lock()
+	x.closed = true
+	x.mu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+	<-x.done
+	return nil
 }
 
 // Exchange archives a finished event. Events that did not run (refused,
@@ -69,8 +126,23 @@ func (x *exchanges) Exchange(e queue.Event, out agent.Outcome, took time.Duratio
 	for _, f := range out.Files {
 		entry.Files = append(entry.Files, f.Name)
 	}
-	if err := x.archive.Append(entry); err != nil {
-		x.log.Error().Err(files.WithoutPath(err)).Uint64("event", e.ID).Msg("exchange not archived")
+	x.mu.Lock()
+	switch {
+	case x.closed:
+		x.mu.Unlock()
+		if err := x.archive.Append(entry); err != nil {
+			x.log.Error().Err(files.WithoutPath(err)).Uint64("event", e.ID).Msg("exchange not archived")
+		}
+		return
+	case len(x.pending) >= maxPendingExchanges:
+		x.dropped++
+	default:
+		x.pending = append(x.pending, entry)
+	}
+	x.mu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
 	}
 }
 
