@@ -200,10 +200,20 @@ func (d *dashboardSource) Subscribe(ctx context.Context) <-chan dashboard.Update
 			var us []dashboard.Update
 			switch ev.Type {
 			case admin.TurnStarted:
-				us = append(us, dashboard.TurnStarted(d.named(turnOf(ev))))
+				// Recorded here as well as in follow (another
+				// subscriber, which may not have seen it yet): a Stop
+				// pressed on this update must find the turn.
+				t := d.named(turnOf(ev))
+				d.mu.Lock()
+				d.running[ev.EventID] = t
+				d.mu.Unlock()
+				us = append(us, dashboard.TurnStarted(t))
 			case admin.ToolUsed:
 				us = append(us, dashboard.ToolUsed(ev.EventID, ev.Tool))
 			case admin.TurnFinished:
+				d.mu.Lock()
+				delete(d.running, ev.EventID)
+				d.mu.Unlock()
 				e := entryOf(ev)
 				e.ChannelName = d.name(e.ChannelID)
 				us = append(us, dashboard.TurnFinished(e), dashboard.CostsChanged(d.costs()))
