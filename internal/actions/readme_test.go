@@ -3,9 +3,10 @@ package actions
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/agentgateway/gateway/internal/readmetest"
 )
 
 var updateREADME = flag.Bool("update-readme", false, "rewrite the README's table of actions from the catalog")
@@ -15,29 +16,9 @@ var updateREADME = flag.Bool("update-readme", false, "rewrite the README's table
 // confirmation, and cannot drift: go test ./internal/actions -update-readme
 // rewrites it.
 func TestREADMEListsEveryAction(t *testing.T) {
-	const path = "../../README.md"
-	const start, end = "<!-- actions table: made by go test ./internal/actions -update-readme -->\n", "<!-- end of actions table -->"
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
-	i, j := strings.Index(readme, start), strings.Index(readme, end)
-	if i < 0 || j < i {
-		t.Fatalf("README.md has no actions table between %q and %q", strings.TrimSpace(start), end)
-	}
-	want := actionsTable()
-	got := readme[i+len(start) : j]
-	if got == want {
-		return
-	}
-	if *updateREADME {
-		if err := os.WriteFile(path, []byte(readme[:i+len(start)]+want+readme[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("README.md's actions table is out of date; run go test ./internal/actions -update-readme")
+	readmetest.Section(t, "../../README.md",
+		"<!-- actions table: made by go test ./internal/actions -update-readme -->\n", "<!-- end of actions table -->",
+		actionsTable(), *updateREADME, "go test ./internal/actions -update-readme")
 }
 
 func actionsTable() string {

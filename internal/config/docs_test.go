@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentgateway/gateway/internal/readmetest"
 )
 
 var (
@@ -76,28 +78,9 @@ func TestDocsMentionTheirOtherNames(t *testing.T) {
 // The README's Configuration table is made from docs: go test
 // ./internal/config -update-readme rewrites it.
 func TestREADMESettingsTable(t *testing.T) {
-	const path = "../../README.md"
-	const start, end = "<!-- settings table: made by go test ./internal/config -update-readme -->\n", "<!-- end of settings table -->"
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
-	i, j := strings.Index(readme, start), strings.Index(readme, end)
-	if i < 0 || j < i {
-		t.Fatalf("README.md has no settings table between %q and %q", strings.TrimSpace(start), end)
-	}
-	want := settingsTable()
-	if got := readme[i+len(start) : j]; got == want {
-		return
-	}
-	if *updateREADME {
-		if err := os.WriteFile(path, []byte(readme[:i+len(start)]+want+readme[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("README.md's settings table is out of date; run go test ./internal/config -update-readme")
+	readmetest.Section(t, "../../README.md",
+		"<!-- settings table: made by go test ./internal/config -update-readme -->\n", "<!-- end of settings table -->",
+		settingsTable(), *updateREADME, "go test ./internal/config -update-readme")
 }
 
 func settingsTable() string {
