@@ -69,6 +69,10 @@ func TestRetryLadder(t *testing.T) {
 			[]step{{"s1", false}}, false, false},
 		{"a refused key is not retried", 9, backends.KindAuth, true,
 			[]step{{"s1", false}}, false, false},
+		// claude as root with bypassPermissions: the gateway said so at
+		// start, and no step changes the permission mode.
+		{"a refused permission mode is not retried", 9, backends.KindPermission, true,
+			[]step{{"s1", false}}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Options{}, nil)

@@ -715,14 +715,18 @@ func (r *Runtime) dropSession(key string, log zerolog.Logger) session.Epoch {
 
 // ladderHelps reports whether running again can help a CLI that exited
 // before it produced anything: not when the binary is missing, the key
-// refused, the model API down or busy, or the turn out of time.
+// refused, the model API down or busy, or the turn out of time. Nor when
+// the CLI refused its permission settings (claude as root with
+// bypassPermissions, gemini in an untrusted folder): no step changes them,
+// so every step would be refused the same way, and the gateway already
+// said so at start.
 func ladderHelps(err error) bool {
 	var be *backends.Error
 	if !errors.As(err, &be) {
 		return false // not the CLI's failure (the gateway's own, or a test's)
 	}
 	switch be.Kind {
-	case backends.KindCrashed, backends.KindExecution, backends.KindInvalid, backends.KindPermission, backends.KindAPI:
+	case backends.KindCrashed, backends.KindExecution, backends.KindInvalid, backends.KindAPI:
 		return true
 	}
 	return false
