@@ -63,6 +63,18 @@ type Spec struct {
 	// Destructive actions need a person to confirm them, and never run
 	// for a scheduled event.
 	Destructive bool
+	// PersonOnly actions run when a person asked, never for a scheduled
+	// event (nor for the answer to its question): they give away access,
+	// and a scheduled or webhook run's prompt may carry a stranger's words
+	// (a payload) that no one is there to check.
+	PersonOnly bool
+}
+
+// NotScheduled reports whether s never runs for a scheduled event: its
+// category is one no schedule may use, it is destructive (nobody is there
+// to confirm it) or it is for a person's runs only.
+func NotScheduled(s *Spec) bool {
+	return scheduledForbidden[s.Category] || s.Destructive || s.PersonOnly
 }
 
 func req(name string, k Kind) Field { return Field{Name: name, Kind: k, Required: true} }
@@ -128,7 +140,7 @@ var Specs = []Spec{
 		Fields: []Field{req("userId", String)}, Example: `{"type":"memberInfo","userId":"123456789012345678"}`},
 	{Type: "roleList", Category: Guild, Query: true, Doc: "list the server's roles",
 		Example: `{"type":"roleList"}`},
-	{Type: "roleAdd", Category: Guild, Doc: "give a member a role",
+	{Type: "roleAdd", Category: Guild, PersonOnly: true, Doc: "give a member a role",
 		Fields:  []Field{req("userId", String), req("role", String)},
 		Example: `{"type":"roleAdd","userId":"123456789012345678","role":"on-call"}`},
 	{Type: "roleRemove", Category: Guild, Destructive: true, Doc: "take a role from a member (asks a person to confirm)",

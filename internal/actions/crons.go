@@ -42,8 +42,89 @@ type CronChange struct {
 	Schedule, Prompt, Channel, Model *string
 }
 
+// The cron actions see and change only the jobs of the conversation's
+// server: a job is the server's when it posts in one of the server's
+// channels the bot may use (a job without a channel posts in
+// Env.OutputChannel). Every other job is treated as one that does not
+// exist, so an agent in one server learns nothing of another's.
+
+// errNoCronJob is what a job out of reach (or missing) gives; the store
+// says the same of a job it does not have.
+func errNoCronJob(id string) error { return fmt.Errorf("no cron job %q", id) }
+
+// jobs lists the cron jobs of the conversation's server.
+func (x *run) jobs(ctx context.Context) ([]CronJob, error) {
+	all, err := x.env.Crons.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []CronJob
+	for _, j := range all {
+		if x.jobHere(ctx, j) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// cronJob checks that id names a job of the conversation's server. Names
+// are unique, but the store acts on every job of that name: each must be
+// in reach.
+func (x *run) cronJob(ctx context.Context, id string) error {
+	all, err := x.env.Crons.List()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, j := range all {
+		if j.Name != id {
+			continue
+		}
+		if !x.jobHere(ctx, j) {
+			return errNoCronJob(id)
+		}
+		found = true
+	}
+	if !found {
+		return errNoCronJob(id)
+	}
+	return nil
+}
+
+// jobHere reports whether j posts in a channel of the conversation's
+// server that the bot may use: the conversation's own channel (a thread
+// included), or one the server lists. Without Discord to list the server,
+// only the conversation's channel is known to be in it.
+func (x *run) jobHere(ctx context.Context, j CronJob) bool {
+	ch := j.Channel
+	if ch == "" {
+		ch = x.env.OutputChannel
+	}
+	switch {
+	case ch == "":
+		return false // posts nowhere: no server's
+	case ch == x.ev.ChannelID:
+		return true
+	case x.env.Discord == nil:
+		return false
+	}
+	if x.channels == nil {
+		chs, err := x.env.Discord.Channels(ctx, x.ev.GuildID)
+		if err != nil {
+			return false
+		}
+		x.channels = chs
+	}
+	for _, c := range x.channels {
+		if c.ID == ch {
+			return x.env.ChannelAllowed == nil || x.env.ChannelAllowed(c.ID)
+		}
+	}
+	return false
+}
+
 func cronList(ctx context.Context, x *run, _ Action) (string, string, error) {
-	jobs, err := x.env.Crons.List()
+	jobs, err := x.jobs(ctx)
 	if err != nil {
 		return "", "", err
 	}
@@ -79,8 +160,12 @@ func cronCreate(ctx context.Context, x *run, a Action) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
+	name := strings.TrimSpace(a.String("name"))
+	if err := x.nameFree(ctx, name); err != nil {
+		return "", "", err
+	}
 	j := CronJob{
-		Name:     strings.TrimSpace(a.String("name")),
+		Name:     name,
 		Schedule: strings.TrimSpace(a.String("schedule")),
 		Prompt:   a.String("prompt"),
 		Channel:  channel,
@@ -94,6 +179,9 @@ func cronCreate(ctx context.Context, x *run, a Action) (string, string, error) {
 
 func cronUpdate(ctx context.Context, x *run, a Action) (string, string, error) {
 	id := strings.TrimSpace(a.String("id"))
+	if err := x.cronJob(ctx, id); err != nil {
+		return "", "", err
+	}
 	var c CronChange
 	var what []string
 	if a.Has("schedule") {
@@ -124,32 +212,44 @@ func cronUpdate(ctx context.Context, x *run, a Action) (string, string, error) {
 	return fmt.Sprintf("changed the %s of the cron job %s%s", strings.Join(what, ", "), id, x.nextRun(id)), "", nil
 }
 
-func cronDelete(_ context.Context, x *run, a Action) (string, string, error) {
+func cronDelete(ctx context.Context, x *run, a Action) (string, string, error) {
 	id := strings.TrimSpace(a.String("id"))
+	if err := x.cronJob(ctx, id); err != nil {
+		return "", "", err
+	}
 	if err := x.env.Crons.Delete(id); err != nil {
 		return "", "", err
 	}
 	return "deleted the cron job " + id, "", nil
 }
 
-func cronPause(_ context.Context, x *run, a Action) (string, string, error) {
+func cronPause(ctx context.Context, x *run, a Action) (string, string, error) {
 	id := strings.TrimSpace(a.String("id"))
+	if err := x.cronJob(ctx, id); err != nil {
+		return "", "", err
+	}
 	if err := x.env.Crons.SetPaused(id, true); err != nil {
 		return "", "", err
 	}
 	return "paused the cron job " + id, "", nil
 }
 
-func cronResume(_ context.Context, x *run, a Action) (string, string, error) {
+func cronResume(ctx context.Context, x *run, a Action) (string, string, error) {
 	id := strings.TrimSpace(a.String("id"))
+	if err := x.cronJob(ctx, id); err != nil {
+		return "", "", err
+	}
 	if err := x.env.Crons.SetPaused(id, false); err != nil {
 		return "", "", err
 	}
 	return "resumed the cron job " + id + x.nextRun(id), "", nil
 }
 
-func cronTrigger(_ context.Context, x *run, a Action) (string, string, error) {
+func cronTrigger(ctx context.Context, x *run, a Action) (string, string, error) {
 	id := strings.TrimSpace(a.String("id"))
+	if err := x.cronJob(ctx, id); err != nil {
+		return "", "", err
+	}
 	if err := x.env.Crons.Trigger(id); err != nil {
 		return "", "", err
 	}
@@ -160,7 +260,7 @@ func cronTrigger(_ context.Context, x *run, a Action) (string, string, error) {
 // other actions' channel fields: a name, "#name", a mention or an id of a
 // channel of this server the bot may use; empty is this conversation's
 // channel. It also returns how to show the channel. Without Discord only
-// an id or a mention is taken.
+// the conversation's own channel is taken, by its id or a mention.
 func (x *run) cronChannel(ctx context.Context, ref string) (id, label string, err error) {
 	if x.env.Discord == nil {
 		ref = strings.TrimSpace(ref)
@@ -170,6 +270,10 @@ func (x *run) cronChannel(ctx context.Context, ref string) (id, label string, er
 		id, err := snowflake("channel", strings.TrimSuffix(strings.TrimPrefix(ref, "<#"), ">"))
 		if err != nil {
 			return "", "", fmt.Errorf("%w: give the channel's id", err)
+		}
+		if id != x.ev.ChannelID {
+			// Nothing says which server another channel is in.
+			return "", "", errors.New("without Discord a cron job can only post in this conversation's channel")
 		}
 		return id, "<#" + id + ">", nil
 	}
@@ -181,6 +285,22 @@ func (x *run) cronChannel(ctx context.Context, ref string) (id, label string, er
 		return c.ID, "<#" + c.ID + ">", nil // a thread: not in the server's list
 	}
 	return c.ID, "#" + c.Name, nil
+}
+
+// nameFree refuses a new job's name that a job out of reach has: the
+// store would say it exists, which tells of a job the agent may not see.
+// A name a job in reach has is left to the store's own refusal.
+func (x *run) nameFree(ctx context.Context, name string) error {
+	all, err := x.env.Crons.List()
+	if err != nil {
+		return err
+	}
+	for _, j := range all {
+		if strings.EqualFold(j.Name, name) && !x.jobHere(ctx, j) {
+			return fmt.Errorf("the name %q is not available: pick another", name)
+		}
+	}
+	return nil
 }
 
 // channelName shows a job's channel by its name where this server has

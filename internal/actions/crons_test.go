@@ -129,12 +129,12 @@ func TestCronActions(t *testing.T) {
 		},
 		{
 			name:  "without Discord a channel is an id",
-			reply: cronBlock(`{"type":"cronCreate","name":"a","schedule":"@daily","prompt":"P.","channel":"reports"}`) + cronBlock(`{"type":"cronUpdate","id":"a","channel":"<#`+cronReports+`>"}`),
+			reply: cronBlock(`{"type":"cronCreate","name":"a","schedule":"@daily","prompt":"P.","channel":"reports"}`) + cronBlock(`{"type":"cronUpdate","id":"a","channel":"<#`+cronHere+`>"}`),
 			lines: []string{
 				`Failed: cronCreate: channel "reports" is not a Discord id: give the channel's id`,
-				"Done: changed the channel (now <#" + cronReports + ">) of the cron job a",
+				"Done: changed the channel (now <#" + cronHere + ">) of the cron job a",
 			},
-			calls: []string{"update a schedule=nil prompt=nil channel=\"" + cronReports + "\" model=nil"},
+			calls: []string{"update a schedule=nil prompt=nil channel=\"" + cronHere + "\" model=nil"},
 		},
 		{
 			name:        "update only what is given",
@@ -162,7 +162,12 @@ func TestCronActions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			crons := &fakeCrons{err: tt.err}
+			// The jobs the changes name, in the conversation's channel.
+			var jobs []CronJob
+			for _, name := range []string{"a", "b", "c", "d"} {
+				jobs = append(jobs, CronJob{Name: name, Schedule: "@daily", Prompt: "P.", Channel: cronHere})
+			}
+			crons := &fakeCrons{err: tt.err, jobs: jobs}
 			lines, _ := runCronActions(cronEnv(crons, tt.withDiscord), turn, tt.reply)
 			if diff := cmp.Diff(tt.lines, lines); diff != "" {
 				t.Errorf("report (-want +got):\n%s", diff)
@@ -181,13 +186,15 @@ func TestCronList(t *testing.T) {
 		{Name: "nightly", Schedule: "0 2 * * *", Timezone: "Europe/Berlin", Prompt: "Clean up.", Paused: true},
 		{Name: "elsewhere", Schedule: "@hourly", Prompt: "Ping.", Channel: "600000000000000006"},
 	}}
-	lines, data := runCronActions(cronEnv(crons, true), Turn{GuildID: cronGuild, ChannelID: cronHere}, cronBlock(`{"type":"cronList"}`))
-	if diff := cmp.Diff([]string{"Done: listed 3 cron jobs"}, lines); diff != "" {
+	env := cronEnv(crons, true)
+	env.OutputChannel = cronHere
+	lines, data := runCronActions(env, Turn{GuildID: cronGuild, ChannelID: cronHere}, cronBlock(`{"type":"cronList"}`))
+	if diff := cmp.Diff([]string{"Done: listed 2 cron jobs"}, lines); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}
+	// "elsewhere" posts in another server: not shown.
 	want := "- weekly: 0 9 * * 1, next run 2026-05-04 09:00 CET, posts in #reports (" + cronReports + "), model haiku: Summarise the week.\n" +
-		"- nightly: 0 2 * * * (Europe/Berlin), paused, posts in the gateway's output channel: Clean up.\n" +
-		"- elsewhere: @hourly, posts in channel 600000000000000006: Ping.\n"
+		"- nightly: 0 2 * * * (Europe/Berlin), paused, posts in the gateway's output channel: Clean up.\n"
 	if diff := cmp.Diff(want, data); diff != "" {
 		t.Errorf("data (-want +got):\n%s", diff)
 	}

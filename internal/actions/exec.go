@@ -69,7 +69,10 @@ type Env struct {
 	ResolveFile func(workDir, path string) (string, error)
 	// ChannelAllowed is the channel allowlist; nil allows every channel.
 	ChannelAllowed func(channelID string) bool
-	Flags          Flags
+	// OutputChannel is where a cron job without a channel posts
+	// (OUTPUT_CHANNEL_ID); empty: such a job posts nowhere.
+	OutputChannel string
+	Flags         Flags
 	// MaxPerTurn bounds the actions of one reply.
 	MaxPerTurn int
 }
@@ -77,8 +80,12 @@ type Env struct {
 // Turn is the turn whose reply carried the actions.
 type Turn struct {
 	GuildID, ChannelID, UserID string
-	Scheduled                  bool
-	WorkDir                    string
+	// Scheduled is set for a heartbeat, cron job, hook or webhook run, and
+	// for a prompt that carries such a run's restrictions (the answer to
+	// its reaction prompt): such a turn may not use what NotScheduled
+	// names, and what it sets in motion inherits the restriction.
+	Scheduled bool
+	WorkDir   string
 }
 
 // Result is what became of one action.

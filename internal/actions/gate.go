@@ -26,7 +26,9 @@ func DefaultFlags() Flags {
 type Context struct {
 	// GuildID is the server the event came from; empty in a DM.
 	GuildID string
-	// Scheduled is set for heartbeats, cron jobs, hooks and webhooks.
+	// Scheduled is set for heartbeats, cron jobs, hooks and webhooks, and
+	// for whatever inherits their restrictions (the answer to a question
+	// one of them asked).
 	Scheduled bool
 	// Implemented, if set, says which types this gateway can run; nil
 	// means all.
@@ -49,7 +51,7 @@ func (f Flags) Check(c Context, s *Spec) error {
 		return fmt.Errorf("%s: %w", s.Type, ErrNoGuild)
 	case !f.Categories[s.Category]:
 		return fmt.Errorf("%s: %s actions are %w (DISCORD_ACTIONS_%s)", s.Type, s.Category, ErrDisabled, strings.ToUpper(string(s.Category)))
-	case c.Scheduled && (scheduledForbidden[s.Category] || s.Destructive):
+	case c.Scheduled && NotScheduled(s):
 		return fmt.Errorf("%s: %w", s.Type, ErrScheduled)
 	case c.Implemented != nil && !c.Implemented(s.Type):
 		return fmt.Errorf("%s: not available in this gateway", s.Type)

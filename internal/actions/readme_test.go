@@ -44,7 +44,7 @@ func actionsTable() string {
 		if s.Destructive {
 			notes = append(notes, "**a person confirms**")
 		}
-		if scheduledForbidden[s.Category] || s.Destructive {
+		if NotScheduled(&s) {
 			notes = append(notes, "not in scheduled runs")
 		}
 		notes = append(notes, strings.ReplaceAll(s.Doc, "|", "/"))
