@@ -35,7 +35,7 @@ type actionRunner struct {
 // turn describes where e's actions run.
 func (a *actionRunner) turn(e queue.Event, workDir string) actions.Turn {
 	t := actions.Turn{GuildID: e.GuildID, ChannelID: e.ChannelID, UserID: e.UserID,
-		Scheduled: e.Kind != queue.KindMessage, WorkDir: workDir}
+		Scheduled: e.Kind != queue.KindMessage || e.Restricted, WorkDir: workDir}
 	if t.GuildID == "" && t.Scheduled && e.ChannelID != "" && a.guildOf != nil {
 		// A scheduled event names only its channel.
 		t.GuildID = a.guildOf(e.ChannelID)
@@ -161,9 +161,10 @@ func newActions(cfg *config.Config, uploadLimit int64, secrets func() []string) 
 		ChannelAllowed: func(id string) bool {
 			return len(cfg.AllowedChannelIDs) == 0 || slices.Contains(cfg.AllowedChannelIDs, id)
 		},
-		Flags:      cfg.Actions,
-		MaxPerTurn: cfg.ActionsMaxPerTurn,
-		MaxDefer:   cfg.DeferMax,
+		OutputChannel: cfg.OutputChannelID,
+		Flags:         cfg.Actions,
+		MaxPerTurn:    cfg.ActionsMaxPerTurn,
+		MaxDefer:      cfg.DeferMax,
 	}
 }
 

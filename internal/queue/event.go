@@ -61,6 +61,11 @@ type Event struct {
 	// Attachments are the files attached to a prompt, fetched when its
 	// turn runs.
 	Attachments []Attachment `json:",omitempty"`
+	// Restricted gives a message the restrictions of a scheduled run: it
+	// answers a question a heartbeat, cron job, hook or webhook run asked
+	// (a reaction prompt), and may do no more than that run could. It is
+	// journalled with the event, so a restart keeps it.
+	Restricted bool `json:",omitempty"`
 	// Key identifies the source event (a Discord message or interaction
 	// id, a webhook delivery, a scheduled run), so that a durable journal
 	// can refuse the same source event twice. Empty: never de-duplicated.
