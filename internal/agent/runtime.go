@@ -127,9 +127,11 @@ type AttachmentFetcher interface {
 }
 
 // History gives a channel's recent conversation, as a marked section for
-// the first prompt of a new session ("" for none).
+// the first prompt of a new session ("" for none): the exchanges whose
+// turns began at or after since (all of them for the zero time), since
+// what came before a reset is not part of the conversation.
 type History interface {
-	RecentContext(channelID string) string
+	RecentContext(channelID string, since time.Time) string
 }
 
 // ActionRunner runs the Discord actions in the agent's replies (see
@@ -187,8 +189,9 @@ type Options struct {
 	// directory's .gateway/outbox; nil leaves the outbox alone.
 	Outbox *files.Limits
 	// History, if set, gives the first prompt of a channel's new session
-	// (after a reset, or a session that could not be resumed) the
-	// channel's recent conversation.
+	// the channel's recent conversation when its session was lost without
+	// anyone asking (not resumable, the retry ladder, another backend):
+	// never what came before a reset (DESIGN decision 23).
 	History History
 	// Memory guards memory.md; nil makes the runtime its own. Share it
 	// with whatever else writes memory.md (the memory actions).
@@ -703,10 +706,11 @@ func attachmentFolder(e queue.Event) string {
 	return id
 }
 
-// dropSession forgets key's session binding and returns the epoch of the
-// conversation that follows.
+// dropSession forgets key's session binding, lost without anyone asking
+// (so the next session may be given the recent conversation), and returns
+// the epoch of the conversation that follows.
 func (r *Runtime) dropSession(key string, log zerolog.Logger) session.Epoch {
-	if _, err := r.sessions.Delete(key); err != nil {
+	if _, err := r.sessions.Drop(key); err != nil {
 		log.Error().Err(err).Msg("drop the session binding")
 	}
 	_, _, epoch := r.sessions.Current(key)
@@ -853,10 +857,12 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 			prompt = actionsNote(sectionText(extra, actionsSection)) + prompt
 		}
 	} else if r.opts.History != nil && key != "" && e.Kind == queue.KindMessage && e.ChannelID != "" {
-		// A new session of a channel that talked before (a reset, or a
-		// session that could not be resumed): the recent exchanges,
-		// marked as such, keep the thread.
-		if recent := r.opts.History.RecentContext(e.ChannelID); recent != "" {
+		// A new session of a channel that talked before: when the session
+		// was lost without anyone asking (not resumable, the retry ladder,
+		// another backend), the recent exchanges, marked as such, keep the
+		// thread. A reset is a clean slate: nothing said before it is
+		// given, so right after one there is nothing to give.
+		if recent := r.opts.History.RecentContext(e.ChannelID, r.sessions.ResetAt(key)); recent != "" {
 			prompt = recent + "\n\n" + prompt
 		}
 	}

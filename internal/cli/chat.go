@@ -150,7 +150,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 	key := "chat:" + opts.session
 	if opts.session == "" {
 		key = fmt.Sprintf("chat:%d", time.Now().UnixNano())
-		defer core.Sessions.Delete(key) // an unnamed chat keeps nothing
+		defer core.Sessions.Drop(key) // an unnamed chat keeps nothing, not even a reset mark
 	}
 	interactive := opts.message == "" && opts.io.isTTY(opts.io.in)
 	if interactive || opts.verbose {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -146,7 +147,14 @@ func (x *exchanges) Exchange(e queue.Event, out agent.Outcome, took time.Duratio
 	}
 }
 
-// RecentContext is the channel's recent conversation for a new session.
-func (x *exchanges) RecentContext(channelID string) string {
-	return archive.RecentSection(x.archive.Recent(channelID), recentContextBytes)
+// RecentContext is the channel's recent conversation for a new session:
+// the exchanges whose turns began at or after since. A turn that was
+// running when the channel was reset belongs to the conversation the reset
+// ended, though it finished after it.
+func (x *exchanges) RecentContext(channelID string, since time.Time) string {
+	entries := x.archive.Recent(channelID)
+	if !since.IsZero() {
+		entries = slices.DeleteFunc(entries, func(e archive.Entry) bool { return e.Time.Add(-e.Duration).Before(since) })
+	}
+	return archive.RecentSection(entries, recentContextBytes)
 }

@@ -452,8 +452,7 @@ func TestOutboxFileWithASlashAnswer(t *testing.T) {
 
 // Every exchange is archived in CONFIG_DIR/conversations/<channel>/<day>.md.
 // After a restart, the session is resumed as before; once it is reset, the
-// next prompt begins with the channel's recent conversation, read back
-// from the archive.
+// next prompt is given no earlier turn.
 func TestArchiveAndRecentContextAfterARestart(t *testing.T) {
 	cli := newFilesCLI(t)
 	env := map[string]string{config.EnvHistoryMessages: "20"}
@@ -514,15 +513,10 @@ func TestArchiveAndRecentContextAfterARestart(t *testing.T) {
 	if args := cli.args(3); strings.Contains(args, "--resume") {
 		t.Errorf("the run after the reset resumes:\n%s", args)
 	}
-	prompt := cli.prompt(3)
-	if !strings.HasPrefix(prompt, archive.SectionStart+"\n") || !strings.HasSuffix(prompt, archive.SectionEnd+"\n\nand now?") {
-		t.Fatalf("prompt after the reset does not start with the recent conversation and end with the prompt:\n%s", prompt)
-	}
-	section := strings.TrimPrefix(prompt, archive.SectionStart+"\n")
-	first42 := strings.Index(section, ": remember the number 42\nassistant: Answer 1.\n")
-	then := strings.Index(section, ": what number?\nassistant: Answer 2.\n")
-	if first42 < 0 || then < first42 || !strings.HasPrefix(section, "alice (") {
-		t.Errorf("recent conversation lacks the two exchanges, oldest first, by alice:\n%s", section)
+	// A reset is a clean slate (DESIGN decision 23); the recent
+	// conversation goes to sessions lost otherwise (reset_test.go).
+	if got := cli.prompt(3); got != "and now?" {
+		t.Errorf("prompt after the reset = %q, want it alone", got)
 	}
 }
 

@@ -61,6 +61,8 @@ type file struct {
 	Version  int                 `json:"version"`
 	Channels map[string]Binding  `json:"channels"`
 	Settings map[string]Settings `json:"settings,omitempty"`
+	// Resets holds when a person last reset each channel's conversation.
+	Resets map[string]time.Time `json:"resets,omitempty"`
 }
 
 // Store maps channel ids to bindings.
@@ -72,13 +74,18 @@ type file struct {
 // hundred.
 type Store struct {
 	path string // empty: memory only
+	now  func() time.Time
 
-	mu       sync.Mutex // guards bindings, settings, resets and version
+	mu       sync.Mutex // guards bindings, settings, resets, resetAt and version
 	bindings map[string]Binding
 	settings map[string]Settings
-	// resets counts the Deletes of each key in this process: a turn that
-	// began before a reset must not bind the key again when it ends.
+	// resets counts the Deletes and Drops of each key in this process: a
+	// turn that began before one must not bind the key again when it ends.
 	resets map[string]Epoch
+	// resetAt is when a person last reset each key (Delete), kept in the
+	// file: the conversation before it is over for good, also after a
+	// restart (DESIGN decision 23).
+	resetAt map[string]time.Time
 	// version counts changes to bindings.
 	version uint64
 
@@ -93,7 +100,8 @@ type Store struct {
 // be parsed is moved aside (sessions.json.corrupt-<time>) and reported in
 // the returned warning, so one bad file never stops the gateway.
 func Open(path string) (s *Store, warning string, err error) {
-	s = &Store{path: path, bindings: map[string]Binding{}, settings: map[string]Settings{}, resets: map[string]Epoch{}}
+	s = &Store{path: path, now: time.Now, bindings: map[string]Binding{}, settings: map[string]Settings{},
+		resets: map[string]Epoch{}, resetAt: map[string]time.Time{}}
 	if path == "" {
 		return s, "", nil
 	}
@@ -104,7 +112,7 @@ func Open(path string) (s *Store, warning string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("read session store: %w", err)
 	}
-	bindings, settings, perr := parse(data)
+	f, perr := parse(data)
 	if perr != nil {
 		aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if err := os.Rename(path, aside); err != nil {
@@ -112,15 +120,16 @@ func Open(path string) (s *Store, warning string, err error) {
 		}
 		return s, fmt.Sprintf("%s could not be read (%v); moved it to %s and started with no sessions", FileName, perr, aside), nil
 	}
-	s.bindings, s.settings = bindings, settings
+	s.bindings, s.settings, s.resetAt = f.Channels, f.Settings, f.Resets
 	return s, "", nil
 }
 
 // parse reads the versioned format, and the flat {"channel":"session"} map
-// of earlier gateways.
-func parse(data []byte) (map[string]Binding, map[string]Settings, error) {
+// of earlier gateways, into the current format with no nil maps.
+func parse(data []byte) (file, error) {
 	var f file
 	if err := json.Unmarshal(data, &f); err == nil && f.Version >= 1 {
+		f.Version = 1
 		if f.Channels == nil {
 			f.Channels = map[string]Binding{}
 		}
@@ -133,19 +142,23 @@ func parse(data []byte) (map[string]Binding, map[string]Settings, error) {
 			f.Settings = map[string]Settings{}
 		}
 		maps.DeleteFunc(f.Settings, func(_ string, s Settings) bool { return s.IsZero() })
-		return f.Channels, f.Settings, nil
+		if f.Resets == nil {
+			f.Resets = map[string]time.Time{}
+		}
+		maps.DeleteFunc(f.Resets, func(_ string, at time.Time) bool { return at.IsZero() })
+		return f, nil
 	}
 	var flat map[string]string
 	if err := json.Unmarshal(data, &flat); err != nil {
-		return nil, nil, err
+		return file{}, err
 	}
-	out := make(map[string]Binding, len(flat))
+	f = file{Version: 1, Channels: make(map[string]Binding, len(flat)), Settings: map[string]Settings{}, Resets: map[string]time.Time{}}
 	for ch, id := range flat {
 		if id != "" {
-			out[ch] = Binding{SessionID: id}
+			f.Channels[ch] = Binding{SessionID: id}
 		}
 	}
-	return out, map[string]Settings{}, nil
+	return f, nil
 }
 
 // Settings returns the channel's settings.
@@ -240,10 +253,30 @@ func (s *Store) Set(channel string, b Binding) error {
 	return s.save(v)
 }
 
-// Delete removes the channel's binding (reset) and saves the store. It
-// reports whether there was one. Either way it begins a new epoch, so a
-// turn still running in the old conversation cannot bind it again.
+// Delete is a reset a person asked for (/claude-reset, the dashboard's
+// Reset, a fresh /project): it removes the channel's binding, records when
+// (ResetAt) and saves the store. It reports whether there was a binding.
+// Either way the reset is recorded, since the archive may hold a
+// conversation with no binding left, and a new epoch begins, so a turn
+// still running in the old conversation cannot bind it again.
 func (s *Store) Delete(channel string) (bool, error) {
+	s.mu.Lock()
+	s.resets[channel]++
+	_, had := s.bindings[channel]
+	delete(s.bindings, channel)
+	s.resetAt[channel] = s.now().UTC().Round(0)
+	s.version++
+	v := s.version
+	s.mu.Unlock()
+	return had, s.save(v)
+}
+
+// Drop removes the channel's binding because its session was lost without
+// anyone asking (the CLI could not resume it, the retry ladder gave it up),
+// and saves the store. It reports whether there was one. Unlike Delete it
+// records no reset: the next session may be given the recent conversation.
+// Either way it begins a new epoch, as Delete does.
+func (s *Store) Drop(channel string) (bool, error) {
 	s.mu.Lock()
 	s.resets[channel]++
 	if _, had := s.bindings[channel]; !had {
@@ -255,6 +288,15 @@ func (s *Store) Delete(channel string) (bool, error) {
 	v := s.version
 	s.mu.Unlock()
 	return true, s.save(v)
+}
+
+// ResetAt returns when a person last reset the channel's conversation
+// (Delete), or the zero time if never: nothing said before it belongs to
+// the channel's current conversation.
+func (s *Store) ResetAt(channel string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resetAt[channel]
 }
 
 // Channels lists the bound channel ids, sorted.
@@ -280,7 +322,7 @@ func (s *Store) save(v uint64) error {
 		return nil // a write for a later change carried this one
 	}
 	s.mu.Lock()
-	data, err := json.MarshalIndent(file{Version: 1, Channels: s.bindings, Settings: s.settings}, "", "  ")
+	data, err := json.MarshalIndent(file{Version: 1, Channels: s.bindings, Settings: s.settings, Resets: s.resetAt}, "", "  ")
 	latest := s.version
 	s.mu.Unlock()
 	if err != nil {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func openStore(t *testing.T, path string) *Store {
@@ -200,7 +202,88 @@ func TestSettingsOutliveResetsAndRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(data), `"c1"`) {
+	var stored struct {
+		Settings map[string]json.RawMessage `json:"settings"`
+	}
+	if err := json.Unmarshal(data, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored.Settings["c1"]; ok {
 		t.Fatalf("cleared settings still stored:\n%s", data)
 	}
+}
+
+// A person's reset (Delete) is remembered with its time across a restart,
+// so the conversation before it is never given to a later session; a
+// binding dropped because it was lost (Drop) leaves no such mark. Both
+// begin a new epoch.
+func TestResetMarksTheConversationsEnd(t *testing.T) {
+	at := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		bound     bool
+		forget    func(s *Store) (bool, error)
+		wantHad   bool
+		wantReset time.Time
+	}{
+		{"a person resets a bound channel", true, func(s *Store) (bool, error) { return s.Delete("c") }, true, at},
+		{"a person resets a channel with no binding", false, func(s *Store) (bool, error) { return s.Delete("c") }, false, at},
+		{"the session was lost", true, func(s *Store) (bool, error) { return s.Drop("c") }, true, time.Time{}},
+		{"nothing was bound to lose", false, func(s *Store) (bool, error) { return s.Drop("c") }, false, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			s := openStore(t, path)
+			s.now = func() time.Time { return at }
+			if tc.bound {
+				if err := s.Set("c", Binding{SessionID: "s1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _, epoch := s.Current("c")
+			had, err := tc.forget(s)
+			if err != nil || had != tc.wantHad {
+				t.Fatalf("forget = %v, %v; want %v", had, err, tc.wantHad)
+			}
+			if stored, _ := s.SetIn("c", epoch, Binding{SessionID: "late"}); stored {
+				t.Error("a turn begun before the binding was forgotten bound it again")
+			}
+			if got := s.ResetAt("c"); !got.Equal(tc.wantReset) {
+				t.Errorf("ResetAt = %v, want %v", got, tc.wantReset)
+			}
+			restarted := openStore(t, path)
+			if got := restarted.ResetAt("c"); !got.Equal(tc.wantReset) {
+				t.Errorf("after a restart ResetAt = %v, want %v", got, tc.wantReset)
+			}
+			if got := restarted.ResetAt("other"); !got.IsZero() {
+				t.Errorf("ResetAt of a channel never reset = %v", got)
+			}
+		})
+	}
+}
+
+// Whatever the file holds, parse does not panic, and what it accepts
+// survives being written and read again.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"version":1,"channels":{"c":{"session_id":"s","backend":"claude"}},"settings":{"c":{"model":"opus"}},"resets":{"c":"2025-03-04T05:06:07Z"}}`))
+	f.Add([]byte(`{"1475008084022788312":"37336c32-73cb-4cf5-9771-1c8f694398ff"}`))
+	f.Add([]byte(`{"version":1,"channels":{`))
+	f.Add([]byte(`{"version":1,"resets":{"c":"0001-01-01T00:00:00Z"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first, err := parse(data)
+		if err != nil {
+			return
+		}
+		encoded, err := json.Marshal(first)
+		if err != nil {
+			return // e.g. a time JSON cannot hold
+		}
+		again, err := parse(encoded)
+		if err != nil {
+			t.Fatalf("parse of its own output: %v\n%s", err, encoded)
+		}
+		if diff := cmp.Diff(first, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("written and read again (-first +again):\n%s", diff)
+		}
+	})
 }
