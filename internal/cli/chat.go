@@ -110,7 +110,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		log.Warn().Msg(w)
 	}
 	if opts.backend == nil && cfg.RootRefusesBypass() {
-		fmt.Fprintln(errOut, "gateway: "+config.RootBypassAdvice)
+		fmt.Fprintln(errOut, "gateway: "+cfg.RootBypassAdvice())
 	}
 	lock, err := lockConfigDir(cfg.ConfigDir, "gateway chat")
 	if err != nil {

@@ -173,14 +173,18 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 			checks = append(checks, backendChecks(ctx, cfg, name, name == cfg.Backend)...)
 		}
 		if cfg.RootRefusesBypass() {
-			checks = append(checks, check{Name: "agent-cli", Detail: config.RootBypassAdvice,
+			checks = append(checks, check{Name: "agent-cli", Detail: cfg.RootBypassAdvice(),
 				need: "IS_SANDBOX=1 or PERMISSION_MODE=acceptEdits (root)"})
+		}
+		if note := cfg.RootDefaultNote(); note != "" {
+			// What the gateway chose, not a problem.
+			checks = append(checks, check{Name: "permission", OK: true, Detail: note})
 		}
 		if opts.live {
 			checks = append(checks, liveCheck(ctx, cfg))
 		}
 		for _, w := range cfg.Warnings() {
-			if w != config.RootBypassAdvice {
+			if w != cfg.RootBypassAdvice() && w != cfg.RootDefaultNote() {
 				checks = append(checks, check{Name: "security", Detail: w, Warning: true})
 			}
 		}

@@ -331,7 +331,7 @@ func TestRootBypassAdviceAtStart(t *testing.T) {
 		held.Release()
 		code, doctorOut, _ := runCode(t, "", "doctor", "--env-file", envFile)
 		for name, got := range map[string]string{"chat": chatErr, "run": runErr, "doctor": doctorOut} {
-			if has := strings.Contains(got, config.RootBypassAdvice); has != want {
+			if has := strings.Contains(got, config.RootBypassRefusal); has != want {
 				t.Errorf("IS_SANDBOX=%q, root %v: %s shows the advice = %v, want %v:\n%s", sandbox, root, name, has, want, got)
 			}
 		}

@@ -53,7 +53,7 @@ func runRun(ctx context.Context, opts runOptions) error {
 		log.Warn().Msg(w)
 	}
 	if cfg.RootRefusesBypass() {
-		fmt.Fprintln(opts.io.errOut, "gateway: "+config.RootBypassAdvice)
+		fmt.Fprintln(opts.io.errOut, "gateway: "+cfg.RootBypassAdvice())
 	}
 	lock, err := lockConfigDir(cfg.ConfigDir, "gateway run")
 	if err != nil {
@@ -140,7 +140,7 @@ func becomeNonDumpable(log zerolog.Logger) {
 func startWarnings(cfg *config.Config, discord bool) []string {
 	var w []string
 	for _, s := range cfg.Warnings() {
-		if s != config.RootBypassAdvice && (discord || s != config.OpenAccessWarning) {
+		if s != cfg.RootBypassAdvice() && (discord || s != config.OpenAccessWarning) {
 			w = append(w, s)
 		}
 	}

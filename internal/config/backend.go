@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -47,7 +48,10 @@ func (c *Config) Warnings() []string {
 		w = append(w, OpenAccessWarning)
 	}
 	if c.RootRefusesBypass() {
-		w = append(w, RootBypassAdvice)
+		w = append(w, c.RootBypassAdvice())
+	}
+	if note := c.RootDefaultNote(); note != "" {
+		w = append(w, note)
 	}
 	switch c.PermissionMode {
 	case "plan":
@@ -72,11 +76,70 @@ const SameUserBypassWarning = "PERMISSION_MODE=bypassPermissions and no AGENT_US
 	"so one Bash call can read .env (the bot token) and rewrite agents.md (the gateway's schedule); " +
 	"set AGENT_USER (see README, Running the agent as another user)"
 
+// PermissionAcceptEdits is the permission mode in which claude edits files
+// without asking and asks before other tools (commands).
+const PermissionAcceptEdits = "acceptEdits"
+
+// RootBypassRefusal begins RootBypassAdvice: what claude does as root with
+// bypassPermissions.
+const RootBypassRefusal = "claude refuses PERMISSION_MODE=bypassPermissions when run as root " +
+	"(it exits with \"--dangerously-skip-permissions cannot be used with root/sudo privileges\"), so every turn would fail"
+
 // RootBypassAdvice explains why claude will refuse every turn as root with
-// bypassPermissions, and how to fix it.
-const RootBypassAdvice = "claude refuses PERMISSION_MODE=bypassPermissions when run as root " +
-	"(it exits with \"--dangerously-skip-permissions cannot be used with root/sudo privileges\"), so every turn would fail: " +
-	"set IS_SANDBOX=1 (exactly 1) if this is a sandbox or container, or set PERMISSION_MODE=acceptEdits, or run as another user"
+// bypassPermissions, and how to fix it. When IS_SANDBOX has a value claude
+// does not take, it says which and where it came from: advice to set
+// IS_SANDBOX=1 is no help to an operator who did, in .env, while the
+// environment says otherwise.
+func (c *Config) RootBypassAdvice() string {
+	s := RootBypassRefusal
+	if why := c.sandboxNote(); why != "" {
+		s += "; " + why
+	}
+	fix := "set IS_SANDBOX=1 (exactly 1) if this is a sandbox or container"
+	if c.sandboxShadowsFile() {
+		fix = "unset IS_SANDBOX in the environment (or set it to 1 there) if this is a sandbox or container"
+	}
+	return s + ": " + fix + ", or set PERMISSION_MODE=acceptEdits, or run as another user"
+}
+
+// RootDefaultNote says that PERMISSION_MODE is acceptEdits because it was
+// not set and claude refuses the default as root; "" otherwise. run and
+// chat log it once at start, doctor shows it.
+func (c *Config) RootDefaultNote() string {
+	if !c.rootDefault {
+		return ""
+	}
+	s := "PERMISSION_MODE is not set and the gateway runs as root, where claude refuses the default bypassPermissions"
+	if why := c.sandboxNote(); why != "" {
+		s += " (" + why + ")"
+	}
+	return s + ", so the agent runs with PERMISSION_MODE=acceptEdits: it edits files, and asks before anything else " +
+		"(Allow/Deny buttons in Discord, a question in the terminal with gateway chat); set PERMISSION_MODE to choose another mode"
+}
+
+// sandboxNote describes an IS_SANDBOX claude will not take as "yes, this
+// is a sandbox", with where the value came from; "" when it is unset or 1.
+func (c *Config) sandboxNote() string {
+	v := strings.TrimSpace(c.ProviderEnv[EnvIsSandbox])
+	if v == "" || v == "1" {
+		return ""
+	}
+	from := "the .env file"
+	if c.Source(EnvIsSandbox) == SourceEnvironment {
+		from = "the environment"
+		if c.sandboxShadowsFile() {
+			from += ", which wins over IS_SANDBOX=" + c.sandboxInFile + " in .env"
+		}
+	}
+	return fmt.Sprintf("IS_SANDBOX is %q (from %s) and claude accepts only 1", v, from)
+}
+
+// sandboxShadowsFile reports whether the environment's IS_SANDBOX hides a
+// different value in .env.
+func (c *Config) sandboxShadowsFile() bool {
+	return c.Source(EnvIsSandbox) == SourceEnvironment && c.sandboxInFile != "" &&
+		c.sandboxInFile != strings.TrimSpace(c.ProviderEnv[EnvIsSandbox])
+}
 
 // RootRefusesBypass reports whether the claude CLI will refuse to run:
 // claude 2.1.330 exits at once when started as root (uid 0) with

@@ -180,6 +180,12 @@ type Config struct {
 	ProviderEnv map[string]string
 
 	euid int // effective user id at Load, for Warnings
+	// rootDefault says PermissionMode is acceptEdits because PERMISSION_MODE
+	// was not set and claude refuses the default as root (RootDefaultNote).
+	rootDefault bool
+	// sandboxInFile is IS_SANDBOX's value in .env, which the environment
+	// may override (RootBypassAdvice names both).
+	sandboxInFile string
 	// unknown are the .env names that look like settings but are not.
 	unknown []Unknown
 	// given are the settings set (non-empty) in the environment or .env.
@@ -230,6 +236,10 @@ type LoadOptions struct {
 	Environ []string
 	// Require says which credentials must be present.
 	Require Require
+
+	// euid is the effective user id the gateway runs as; nil means
+	// os.Geteuid. Tests pretend to be root, or not.
+	euid func() int
 }
 
 // Load reads the configuration from opts.Environ and the .env file and
@@ -285,10 +295,21 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	cfg := p.parse()
 	cfg.euid = os.Geteuid()
+	if opts.euid != nil {
+		cfg.euid = opts.euid()
+	}
+	cfg.sandboxInFile = inFile[EnvIsSandbox]
 	cfg.unknown = UnknownNames(fileNames)
 	cfg.given = given
 	cfg.secretFiles = secretFiles
 	cfg.sources = sources(cfg, env, inFile, p.bad)
+	if !given[EnvPermissionMode] && cfg.RootRefusesBypass() {
+		// The seed's default would make claude refuse every turn as root:
+		// a mode that asks before commands works instead (RootDefaultNote).
+		cfg.PermissionMode = PermissionAcceptEdits
+		cfg.rootDefault = true
+		cfg.sources[EnvPermissionMode] = SourceRootDefault
+	}
 	cfg.lookup = func(name string) (string, bool) {
 		if val, ok := fromFiles[name]; ok {
 			return val, true

@@ -39,7 +39,21 @@ func load(t *testing.T, environ map[string]string, dotenv string, req Require) (
 	for k, v := range environ {
 		list = append(list, k+"="+v)
 	}
-	return Load(LoadOptions{EnvFile: path, Environ: list, Require: req})
+	return Load(LoadOptions{EnvFile: path, Environ: list, Require: req, euid: func() int { return 1000 }})
+}
+
+// loadAs is load for a gateway running as the user euid.
+func loadAs(t *testing.T, euid int, environ map[string]string, dotenv string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".env")
+	if err := os.WriteFile(path, []byte(dotenv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	list := []string{}
+	for k, v := range environ {
+		list = append(list, k+"="+v)
+	}
+	return Load(LoadOptions{EnvFile: path, Environ: list, euid: func() int { return euid }})
 }
 
 // mustLoad is load for inputs that must be valid.
@@ -159,7 +173,9 @@ func TestLoadEachVar(t *testing.T) {
 		{"user ids", map[string]string{EnvAllowedUserIDs: "1, 22 ,333"}, func(c *Config) { c.AllowedUserIDs = []string{"1", "22", "333"} }},
 		{"channel ids", map[string]string{EnvAllowedChannelIDs: "123456789012345678"}, func(c *Config) { c.AllowedChannelIDs = []string{"123456789012345678"} }},
 		{"guild ids", map[string]string{EnvAllowedGuildIDs: "18446744073709551615,"}, func(c *Config) { c.AllowedGuildIDs = []string{"18446744073709551615"} }},
-		{"api base url", map[string]string{EnvDiscordAPIBaseURL: "http://127.0.0.1:3000/api"}, func(c *Config) { c.DiscordAPIBaseURL = "http://127.0.0.1:3000/api" }},
+		{"api base url", map[string]string{EnvDiscordAPIBaseURL: "http://127.0.0.1:3000/api/v9"}, func(c *Config) { c.DiscordAPIBaseURL = "http://127.0.0.1:3000/api/v9" }},
+		{"api base url of a proxy", map[string]string{EnvDiscordAPIBaseURL: "https://proxy.example/discord/api/v9/"}, func(c *Config) { c.DiscordAPIBaseURL = "https://proxy.example/discord/api/v9/" }},
+		{"gateway url with a path", map[string]string{EnvDiscordGatewayURL: "wss://proxy.example/gateway"}, func(c *Config) { c.DiscordGatewayURL = "wss://proxy.example/gateway" }},
 		{"gateway url", map[string]string{EnvDiscordGatewayURL: "ws://127.0.0.1:3001"}, func(c *Config) { c.DiscordGatewayURL = "ws://127.0.0.1:3001" }},
 		{"webhook addr", map[string]string{EnvWebhookAddr: ":8080"}, func(c *Config) { c.WebhookAddr = ":8080" }},
 		{"log level", map[string]string{EnvLogLevel: "Debug"}, func(c *Config) { c.LogLevel = "debug" }},
@@ -374,6 +390,10 @@ func TestEnvFileMalformed(t *testing.T) {
 
 func TestInvalidValues(t *testing.T) {
 	t.Parallel()
+	const (
+		apiShape     = " (the shape is http(s)://host[:port]/…/api/v9, e.g. https://discord.com/api/v9)"
+		gatewayShape = " (the shape is ws(s)://host[:port][/path], e.g. wss://gateway.discord.gg)"
+	)
 	tests := []struct {
 		name, value, want string
 	}{
@@ -406,10 +426,16 @@ func TestInvalidValues(t *testing.T) {
 		{EnvAllowedUserIDs, "123,abc", `ALLOWED_USER_IDS: "abc" is not a Discord ID (` + snowflakeHint + `)`},
 		{EnvAllowedChannelIDs, "1x, 123 ,-4", `ALLOWED_CHANNEL_IDS: "1x", "-4" are not Discord IDs (` + snowflakeHint + `)`},
 		{EnvAllowedGuildIDs, "18446744073709551616", `ALLOWED_GUILD_IDS: "18446744073709551616" is not a Discord ID (` + snowflakeHint + `)`},
-		{EnvDiscordAPIBaseURL, "localhost:3000", `DISCORD_API_BASE_URL: "localhost:3000" is not a http:// or https:// URL`},
-		{EnvDiscordAPIBaseURL, "ftp://example.com", `DISCORD_API_BASE_URL: "ftp://example.com" is not a http:// or https:// URL`},
-		{EnvDiscordAPIBaseURL, "http://%zz", `DISCORD_API_BASE_URL: "http://%zz" is not a http:// or https:// URL`},
-		{EnvDiscordGatewayURL, "https://user:pw@gw.example", `DISCORD_GATEWAY_URL: "https://<redacted>@gw.example" is not a ws:// or wss:// URL`},
+		{EnvDiscordAPIBaseURL, "localhost:3000", `DISCORD_API_BASE_URL: "localhost:3000" is not a http:// or https:// URL` + apiShape},
+		{EnvDiscordAPIBaseURL, "ftp://example.com", `DISCORD_API_BASE_URL: "ftp://example.com" is not a http:// or https:// URL` + apiShape},
+		{EnvDiscordAPIBaseURL, "http://%zz", `DISCORD_API_BASE_URL: "http://%zz" is not a http:// or https:// URL` + apiShape},
+		// The REST client adds routes to the base: without /api/v9 every call is a 404.
+		{EnvDiscordAPIBaseURL, "http://127.0.0.1:3000", `DISCORD_API_BASE_URL: "http://127.0.0.1:3000" does not end in /api/v9` + apiShape},
+		{EnvDiscordAPIBaseURL, "http://127.0.0.1:3000/api", `DISCORD_API_BASE_URL: "http://127.0.0.1:3000/api" does not end in /api/v9` + apiShape},
+		{EnvDiscordAPIBaseURL, "https://discord.com/api/v10", `DISCORD_API_BASE_URL: "https://discord.com/api/v10" does not end in /api/v9` + apiShape},
+		{EnvDiscordAPIBaseURL, "ws://127.0.0.1:3000/api/v9", `DISCORD_API_BASE_URL: "ws://127.0.0.1:3000/api/v9" is not a http:// or https:// URL` + apiShape},
+		{EnvDiscordGatewayURL, "https://user:pw@gw.example", `DISCORD_GATEWAY_URL: "https://<redacted>@gw.example" is not a ws:// or wss:// URL` + gatewayShape},
+		{EnvDiscordGatewayURL, "gateway.discord.gg", `DISCORD_GATEWAY_URL: "gateway.discord.gg" is not a ws:// or wss:// URL` + gatewayShape},
 		{EnvWebhookAddr, "8080", `WEBHOOK_ADDR: "8080" is not host:port (e.g. :8080 or 127.0.0.1:8080)`},
 		{EnvAdminAddr, ":9090", `ADMIN_ADDR: ":9090" is not a loopback address, so ADMIN_TOKEN must be set (e.g. openssl rand -hex 32)`},
 		{EnvWebhookAddr, ":http", `WEBHOOK_ADDR: ":http" is not host:port (e.g. :8080 or 127.0.0.1:8080)`},
@@ -623,10 +649,11 @@ func TestBackendEnv(t *testing.T) {
 func TestWarnings(t *testing.T) {
 	t.Parallel()
 	const (
-		allowlist = "PERMISSION_MODE=bypassPermissions and no ALLOWED_USER_IDS"
-		root      = "claude refuses PERMISSION_MODE=bypassPermissions when run as root"
-		plan      = "PERMISSION_MODE=plan never writes files"
-		noWrite   = "PERMISSION_MODE=default and ALLOWED_TOOLS has no Write"
+		allowlist   = "PERMISSION_MODE=bypassPermissions and no ALLOWED_USER_IDS"
+		root        = "claude refuses PERMISSION_MODE=bypassPermissions when run as root"
+		plan        = "PERMISSION_MODE=plan never writes files"
+		noWrite     = "PERMISSION_MODE=default and ALLOWED_TOOLS has no Write"
+		rootDefault = "PERMISSION_MODE is not set and the gateway runs as root"
 	)
 	tests := []struct {
 		name string
@@ -635,10 +662,14 @@ func TestWarnings(t *testing.T) {
 		want []string // prefixes, in order
 	}{
 		{"defaults as a user", nil, 1000, []string{allowlist}},
-		{"defaults as root", nil, 0, []string{allowlist, root}},
+		// Root without PERMISSION_MODE: acceptEdits instead of a default
+		// claude refuses, said once.
+		{"defaults as root", nil, 0, []string{rootDefault}},
 		{"root in a sandbox", map[string]string{EnvIsSandbox: "1"}, 0, []string{allowlist}},
 		// claude 2.1.330 accepts only IS_SANDBOX=1 and refuses as root with "true".
-		{"root with IS_SANDBOX=true", map[string]string{EnvIsSandbox: "true"}, 0, []string{allowlist, root}},
+		{"root with IS_SANDBOX=true", map[string]string{EnvIsSandbox: "true"}, 0, []string{rootDefault}},
+		{"bypass as root", map[string]string{EnvPermissionMode: "bypassPermissions"}, 0, []string{allowlist, root}},
+		{"bypass as root with IS_SANDBOX=true", map[string]string{EnvPermissionMode: "bypassPermissions", EnvIsSandbox: "true"}, 0, []string{allowlist, root}},
 		{"root with codex", map[string]string{EnvBackend: "codex"}, 0, []string{allowlist}},
 		{"user allowlist", map[string]string{EnvAllowedUserIDs: "1"}, 1000, nil},
 		{"channel allowlist", map[string]string{EnvAllowedChannelIDs: "1"}, 1000, nil},
@@ -651,8 +682,10 @@ func TestWarnings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := mustLoad(t, tt.env, "", 0)
-			cfg.euid = tt.euid
+			cfg, err := loadAs(t, tt.euid, tt.env, "")
+			if err != nil {
+				t.Fatal(err)
+			}
 			got := cfg.Warnings()
 			if len(got) != len(tt.want) {
 				t.Fatalf("Warnings() = %q, want %d starting %q", got, len(tt.want), tt.want)
@@ -672,7 +705,7 @@ func TestRedacted(t *testing.T) {
 		EnvDiscordToken:       "discord-secret",
 		EnvAnthropicAPIKey:    "anthropic-secret",
 		EnvAllowedUserIDs:     "1,2",
-		EnvDiscordAPIBaseURL:  "http://127.0.0.1:3000/api",
+		EnvDiscordAPIBaseURL:  "http://127.0.0.1:3000/api/v9",
 		EnvDiscordGatewayURL:  "wss://user:pw-secret@gw.example/x",
 		EnvIsSandbox:          "1",
 		"ANTHROPIC_BASE_URL":  "http://127.0.0.1:4",
@@ -711,7 +744,7 @@ func TestRedacted(t *testing.T) {
 		"TURN_CARD=receipt",
 		"DAILY_BUDGET_USD=",
 		"CHANNEL_DAILY_BUDGET_USD=",
-		"DISCORD_API_BASE_URL=http://127.0.0.1:3000/api",
+		"DISCORD_API_BASE_URL=http://127.0.0.1:3000/api/v9",
 		"DISCORD_GATEWAY_URL=wss://<redacted>@gw.example/x",
 		"WEBHOOK_ADDR=",
 		"LOG_LEVEL=info",
@@ -1056,7 +1089,11 @@ var generators = []generator{
 		return strconv.FormatFloat(v, 'f', -1, 64), func(_ testing.TB, c *Config) { c.ChannelBudgetUSD = v }
 	}},
 	{EnvDiscordAPIBaseURL, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
-		v := fmt.Sprintf("%s://%s:%d/%s", randPick(r, []string{"http", "https"}), randString(r, "abcdef.", 1, 12), 1+r.IntN(65535), randString(r, "abc/", 0, 10))
+		prefix := ""
+		for range r.IntN(3) {
+			prefix += "/" + randString(r, "abc", 1, 5)
+		}
+		v := fmt.Sprintf("%s://%s:%d%s/api/v9%s", randPick(r, []string{"http", "https"}), randString(r, "abcdef.", 1, 12), 1+r.IntN(65535), prefix, randPick(r, []string{"", "/"}))
 		return v, func(_ testing.TB, c *Config) { c.DiscordAPIBaseURL = v }
 	}},
 	{EnvDiscordGatewayURL, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
@@ -1171,7 +1208,7 @@ func TestPropertyRoundTrip(t *testing.T) {
 		if err := os.WriteFile(path, []byte(dotenv.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := Load(LoadOptions{EnvFile: path, Environ: env})
+		got, err := Load(LoadOptions{EnvFile: path, Environ: env, euid: func() int { return 1000 }})
 		if err != nil {
 			t.Fatalf("iteration %d: Load: %v\ninputs: %s", i, err, strings.Join(desc, " "))
 		}

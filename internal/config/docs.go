@@ -90,8 +90,8 @@ var docs = []doc{
 	},
 	{
 		Names:   []string{EnvPermissionMode},
-		Default: "`bypassPermissions`",
-		Meaning: "`default`, `acceptEdits`, `plan` or `bypassPermissions` (`--permission-mode`)",
+		Default: "`bypassPermissions`; as root with claude, `acceptEdits`",
+		Meaning: "`default`, `acceptEdits`, `plan` or `bypassPermissions` (`--permission-mode`). claude refuses `bypassPermissions` as root unless `IS_SANDBOX=1`, so there the default is `acceptEdits`, which asks before commands (buttons in Discord, a question in `gateway chat`)",
 	},
 	{
 		Names:   []string{EnvIsSandbox},
@@ -262,7 +262,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvDiscordAPIBaseURL, EnvDiscordGatewayURL},
 		Default: "real Discord",
-		Meaning: "REST and gateway endpoints (proxies, tests)",
+		Meaning: "REST and gateway endpoints (proxies, tests): `" + apiURLShape[:strings.Index(apiURLShape, ",")] + "` and `" + gatewayURLShape[:strings.Index(gatewayURLShape, ",")] + "`, as Discord's own `https://discord.com/api/v9` and `wss://gateway.discord.gg`",
 	},
 	{
 		Names:   []string{EnvWebhookAddr},

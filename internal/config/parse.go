@@ -75,8 +75,8 @@ func (p *parser) parse() *Config {
 		TurnCard:             field(p, EnvTurnCard, parseChoice(turnCards)),
 		DailyBudgetUSD:       field(p, EnvDailyBudget, parseDollars),
 		ChannelBudgetUSD:     field(p, EnvChannelBudget, parseDollars),
-		DiscordAPIBaseURL:    field(p, EnvDiscordAPIBaseURL, parseURL("http", "https")),
-		DiscordGatewayURL:    field(p, EnvDiscordGatewayURL, parseURL("ws", "wss")),
+		DiscordAPIBaseURL:    field(p, EnvDiscordAPIBaseURL, parseAPIURL),
+		DiscordGatewayURL:    field(p, EnvDiscordGatewayURL, parseGatewayURL),
 		WebhookAddr:          field(p, EnvWebhookAddr, parseAddr),
 		LogLevel:             field(p, EnvLogLevel, parseChoice(logLevels)),
 		LogFormat:            field(p, EnvLogFormat, parseChoice(logFormats)),
@@ -345,29 +345,60 @@ func parseIDs(name, s string) ([]string, error) {
 	}
 }
 
-// parseURL accepts an absolute URL with one of schemes, or nothing.
-func parseURL(schemes ...string) func(name, s string) (string, error) {
+// discordAPIPath is the path Discord's REST routes hang from: the REST
+// client adds "/channels/…" to DISCORD_API_BASE_URL, so a base without it
+// makes every call a 404.
+const discordAPIPath = "/api/v9"
+
+// The shapes of the Discord endpoints, as their errors and the settings
+// table show them.
+const (
+	apiURLShape     = "http(s)://host[:port]/…" + discordAPIPath + ", e.g. https://discord.com" + discordAPIPath
+	gatewayURLShape = "ws(s)://host[:port][/path], e.g. wss://gateway.discord.gg"
+)
+
+// parseAPIURL accepts DISCORD_API_BASE_URL: http(s) with a host and a
+// path ending in /api/v9.
+var parseAPIURL = shapedURL(discordAPIPath, apiURLShape, "http", "https")
+
+// parseGatewayURL accepts DISCORD_GATEWAY_URL: ws(s) with a host.
+var parseGatewayURL = shapedURL("", gatewayURLShape, "ws", "wss")
+
+// shapedURL accepts a URL with a host and one of schemes, or nothing; with
+// pathSuffix, its path (less a final slash) must end in it. A rejected
+// value's error ends with shape when there is one. Credentials in the URL
+// are never shown.
+func shapedURL(pathSuffix, shape string, schemes ...string) func(name, s string) (string, error) {
 	return func(name, s string) (string, error) {
 		if s == "" {
 			return "", nil
 		}
+		hint := ""
+		if shape != "" {
+			hint = " (the shape is " + shape + ")"
+		}
 		u, err := url.Parse(s)
+		schemeOK := false
 		if err == nil && u.Host != "" {
 			for _, sc := range schemes {
-				if strings.EqualFold(u.Scheme, sc) {
-					return s, nil
-				}
+				schemeOK = schemeOK || strings.EqualFold(u.Scheme, sc)
 			}
 		}
 		shown := quote(s)
 		if err == nil {
 			shown = quote(redactURL(s))
 		}
-		want := make([]string, len(schemes))
-		for i, sc := range schemes {
-			want[i] = sc + "://"
+		if !schemeOK {
+			want := make([]string, len(schemes))
+			for i, sc := range schemes {
+				want[i] = sc + "://"
+			}
+			return "", varErrorf(name, "%s: %s is not a %s URL%s", name, shown, strings.Join(want, " or "), hint)
 		}
-		return "", varErrorf(name, "%s: %s is not a %s URL", name, shown, strings.Join(want, " or "))
+		if pathSuffix != "" && !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), pathSuffix) {
+			return "", varErrorf(name, "%s: %s does not end in %s%s", name, shown, pathSuffix, hint)
+		}
+		return s, nil
 	}
 }
 

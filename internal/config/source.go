@@ -13,6 +13,9 @@ const (
 	SourceEnvFile     = ".env"
 	// SourceFile is a secret read from the file its NAME_FILE names.
 	SourceFile = "file"
+	// SourceRootDefault is PERMISSION_MODE's acceptEdits, picked because it
+	// was not set and claude refuses the default bypassPermissions as root.
+	SourceRootDefault = "default as root"
 )
 
 // Setting is one setting as `gateway config` shows it: its value as
