@@ -20,8 +20,11 @@ import (
 
 type initOptions struct {
 	io streams
-	// dir is the CONFIG_DIR to create; empty means the default.
+	// dir is the CONFIG_DIR to create, from the argument; empty means
+	// envDir, then the default.
 	dir string
+	// envDir is CONFIG_DIR from the environment.
+	envDir string
 	// envFile is where the .env goes; empty means next to dir.
 	envFile string
 	// force replaces an existing .env.
@@ -33,10 +36,12 @@ func newInitCmd(io streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [dir]",
 		Short: "Create CONFIG_DIR with the example persona and a commented .env",
-		Long: `init creates CONFIG_DIR (./config, or dir) with the example persona
-and writes a .env next to it (or at --env-file) that lists every setting,
-commented out, with its default and what it does; secrets are left empty.
-With dir, the .env sets CONFIG_DIR to it.
+		Long: `init creates CONFIG_DIR with the example persona: dir when given,
+else the folder the CONFIG_DIR environment variable names, else ./config.
+It writes a .env (next to dir, else in the current folder, or at
+--env-file) that lists every setting, commented out, with its default and
+what it does; secrets are left empty. With dir or CONFIG_DIR, the .env
+sets CONFIG_DIR to the folder it filled.
 
 It never overwrites a persona file that exists, and refuses to overwrite
 an existing .env unless --force is given.`,
@@ -46,6 +51,9 @@ an existing .env unless --force is given.`,
 			if len(args) == 1 {
 				opts.dir = args[0]
 			}
+			// As every other command reads it. A .env's CONFIG_DIR does not
+			// count: init writes the .env (or refuses to replace it).
+			opts.envDir = os.Getenv(config.EnvConfigDir)
 			return runInit(opts)
 		},
 	}
@@ -54,7 +62,10 @@ an existing .env unless --force is given.`,
 }
 
 func runInit(opts initOptions) error {
-	dir := opts.dir
+	dir, named := opts.dir, opts.dir != "" || opts.envDir != ""
+	if dir == "" {
+		dir = opts.envDir
+	}
 	if dir == "" {
 		dir = config.Default(config.EnvConfigDir)
 	}
@@ -63,13 +74,21 @@ func runInit(opts initOptions) error {
 		return fmt.Errorf("config dir: %w", err)
 	}
 	envPath := opts.envFile
-	if envPath == "" {
+	switch {
+	case envPath != "":
+	case opts.dir != "":
 		envPath = filepath.Join(filepath.Dir(dir), config.DefaultEnvFile)
+	default:
+		// ./config, or a CONFIG_DIR from the environment that may be
+		// anywhere (/var/lib/gateway): the .env goes where `gateway run`
+		// in this folder reads it.
+		envPath = config.DefaultEnvFile
 	}
-	// Only an explicit directory is written into the .env: the default
-	// resolves the same way without it.
+	// Only a named directory is written into the .env: the default
+	// resolves the same way without it, and a CONFIG_DIR of this shell
+	// may not be set when the .env is read next.
 	set := map[string]string{}
-	if opts.dir != "" {
+	if named {
 		if strings.ContainsAny(dir, "'\r\n") {
 			return fmt.Errorf("config dir %q: a .env file cannot hold a path with a single quote or a line break", dir)
 		}

@@ -103,6 +103,7 @@ func TestInitCreatesTheExamplePersonaAndACommentedEnv(t *testing.T) {
 func TestInitDefaultsAndEnvFile(t *testing.T) {
 	root := t.TempDir()
 	t.Chdir(root)
+	t.Setenv(config.EnvConfigDir, "")
 	code, _, errOut := runCmd(t, "init")
 	if code != exitOK {
 		t.Fatalf("init: exit %d\n%s", code, errOut)
@@ -379,4 +380,59 @@ func (w *lockedWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// init fills the folder CONFIG_DIR names, as every other command reads it:
+// an argument wins over it, and it over ./config. The .env goes where
+// `gateway run` in the same folder reads it (./.env, or --env-file), and
+// names the folder filled.
+func TestInitHonoursConfigDir(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     string // CONFIG_DIR, relative to the test's folder
+		args    []string
+		wantDir string
+		wantEnv string // the .env written
+	}{
+		{"CONFIG_DIR names the folder", "x", nil, "x", ".env"},
+		{"an argument wins over CONFIG_DIR", "x", []string{"y"}, "y", ".env"},
+		{"--env-file with CONFIG_DIR", "x", []string{"--env-file", "etc/gateway.env"}, "x", "etc/gateway.env"},
+		{"without either, ./config", "", nil, "config", ".env"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			t.Chdir(root)
+			os.MkdirAll(filepath.Join(root, "etc"), 0o700)
+			if tc.env != "" {
+				t.Setenv(config.EnvConfigDir, filepath.Join(root, tc.env))
+			} else {
+				t.Setenv(config.EnvConfigDir, "")
+			}
+			code, out, errOut := runCmd(t, append([]string{"init"}, tc.args...)...)
+			if code != exitOK {
+				t.Fatalf("init: exit %d\n%s", code, errOut)
+			}
+			dir := filepath.Join(root, tc.wantDir)
+			if _, err := os.Stat(filepath.Join(dir, "soul.md")); err != nil {
+				t.Errorf("%s not filled: %v\n%s", tc.wantDir, err, out)
+			}
+			for _, other := range []string{"x", "y", "config"} {
+				if other == tc.wantDir {
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(root, other)); !os.IsNotExist(err) {
+					t.Errorf("%s/ created too (%v)", other, err)
+				}
+			}
+			envPath := filepath.Join(root, tc.wantEnv)
+			// The .env alone, with no environment, leads to the folder filled.
+			cfg, err := config.Load(config.LoadOptions{EnvFile: envPath, Environ: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := filepath.Abs(cfg.ConfigDir); got != dir {
+				t.Errorf("%s gives CONFIG_DIR %q, want %q", tc.wantEnv, got, dir)
+			}
+		})
+	}
 }
