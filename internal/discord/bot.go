@@ -98,6 +98,9 @@ type Options struct {
 	// restarts (StateFile in CONFIG_DIR): at start the bot answers the
 	// prompts posted while it was down.
 	StatePath string
+	// QuestionsPath, if set, keeps the open reaction prompts across
+	// restarts (QuestionsFile in CONFIG_DIR); empty: in memory only.
+	QuestionsPath string
 	// MaxCatchUpAge skips missed prompts older than this; zero means 6 h.
 	MaxCatchUpAge time.Duration
 	// Seen, if set, keeps the newest message seen per channel instead of
@@ -416,6 +419,9 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		out:          newOutbox(),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if err := b.questions.load(opts.QuestionsPath, opts.Clock.Now()); err != nil {
+		log.Warn().Err(withoutPath(err)).Str("file", QuestionsFile).Msg("ignoring the open reaction prompts kept by the previous run: answers to them are not taken")
+	}
 	switch {
 	case opts.Seen != nil:
 		for _, sm := range opts.Seen.LastSeen() {

@@ -94,6 +94,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts.MaxReplyMessages = cfg.MaxReplyMessages
 	dopts.TurnCard = cfg.TurnCard
 	dopts.ApprovalTimeout, dopts.Approvers = cfg.ApprovalTimeout, cfg.ApproverIDs
+	dopts.QuestionsPath = filepath.Join(cfg.ConfigDir, discord.QuestionsFile)
 	if dopts.UploadLimit <= 0 {
 		dopts.UploadLimit = discord.DefaultUploadLimit
 	}
