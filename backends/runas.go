@@ -1,8 +1,10 @@
 package backends
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -63,28 +65,70 @@ func (o Options) userEnv(env []string) []string {
 	return append(out, "USER="+o.RunAs.Name, "LOGNAME="+o.RunAs.Name)
 }
 
+// ErrNotShared is the error of share for a path that is not the plain
+// file or folder the gateway made.
+var ErrNotShared = errors.New("not a file or folder of the gateway's own")
+
 // share lets the agent user read a file the gateway wrote for one run (a
 // system prompt, a settings file), or read and write a directory: with
 // RunAs set the path goes to the agent's primary group, 0640 for a file and
 // 0770 for a directory, and stays the gateway's, so the gateway can remove
 // it. Without RunAs it does nothing.
+//
+// The path may be in a folder the agent owns (~/.codex), so the agent can
+// put something else in its place between the write and the share. The
+// path is opened once without following a link, and the change is made
+// on what was opened, only when it is a file or folder of the gateway's
+// user with no other name: a link to .env, a second name of it (a hard
+// link) or a FIFO keeps its owner and mode (DESIGN decision 22).
 func (o Options) share(path string) error {
 	if o.RunAs == nil {
 		return nil
 	}
-	fi, err := os.Stat(path)
+	// O_NONBLOCK: a FIFO put in the file's place must not stall the turn.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("share %s with the agent user: %w", path, err)
+		if errors.Is(err, syscall.ELOOP) {
+			err = fmt.Errorf("a symbolic link: %w", ErrNotShared)
+		}
+		return fmt.Errorf("share %s with the agent user: %w", filepath.Base(path), err)
 	}
-	if err := os.Chown(path, -1, int(o.RunAs.Credential.GID)); err != nil {
-		return fmt.Errorf("share %s with the agent user: %w", path, err)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("share %s with the agent user: %w", filepath.Base(path), err)
+	}
+	if err := ownFileOrFolder(fi); err != nil {
+		return fmt.Errorf("share %s with the agent user: %w", filepath.Base(path), err)
+	}
+	if err := f.Chown(-1, int(o.RunAs.Credential.GID)); err != nil {
+		return fmt.Errorf("share %s with the agent user: %w", filepath.Base(path), err)
 	}
 	mode := os.FileMode(0o640)
 	if fi.IsDir() {
 		mode = 0o770
 	}
-	if err := os.Chmod(path, mode); err != nil {
-		return fmt.Errorf("share %s with the agent user: %w", path, err)
+	if err := f.Chmod(mode); err != nil {
+		return fmt.Errorf("share %s with the agent user: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// ownFileOrFolder checks that fi, of an open file, is what the gateway
+// made: a regular file with one name, or a folder, owned by the gateway's
+// user.
+func ownFileOrFolder(fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("no owner to check: %w", ErrNotShared)
+	}
+	switch {
+	case !fi.Mode().IsRegular() && !fi.IsDir():
+		return fmt.Errorf("a %v: %w", fi.Mode().Type(), ErrNotShared)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("owned by uid %d: %w", st.Uid, ErrNotShared)
+	case fi.Mode().IsRegular() && st.Nlink != 1:
+		return fmt.Errorf("a file with %d names: %w", st.Nlink, ErrNotShared)
 	}
 	return nil
 }

@@ -106,3 +106,94 @@ printf '{"type":"result","subtype":"success","is_error":false,"num_turns":1,"res
 		t.Errorf("the CLI saw %q, want %q", res.Text, want)
 	}
 }
+
+// share gives the agent's group only the file or folder the gateway made:
+// a link, a FIFO, a second name of another file or a file that is not the
+// gateway's, put in its place by the agent (it owns ~/.codex), is refused
+// and the thing it points at keeps its owner and mode.
+func TestShareRefusesWhatTheAgentSwappedIn(t *testing.T) {
+	gid := uint32(os.Getegid())
+	if os.Geteuid() == 0 {
+		gid = 65534 // nogroup: the change would show
+	}
+	o := Options{RunAs: &RunAs{Name: "agent", Credential: proc.Credential{UID: 65534, GID: gid}}}
+	for _, tc := range []struct {
+		name string
+		root bool // needs root to set up
+		// swap puts something at path in place of the file the gateway
+		// wrote, and returns the file or folder that must not change.
+		swap func(t *testing.T, dir, path string) string
+	}{
+		{"a link to a file", false, func(t *testing.T, dir, path string) string {
+			target := writeSecret(t, dir, ".env")
+			mustDo(t, os.Symlink(target, path))
+			return target
+		}},
+		{"a link to a folder", false, func(t *testing.T, dir, path string) string {
+			target := filepath.Join(dir, "private")
+			mustDo(t, os.Mkdir(target, 0o700))
+			mustDo(t, os.Symlink(target, path))
+			return target
+		}},
+		{"a second name of a file", false, func(t *testing.T, dir, path string) string {
+			target := writeSecret(t, dir, ".env")
+			mustDo(t, os.Link(target, path))
+			return target
+		}},
+		{"a FIFO", false, func(t *testing.T, dir, path string) string {
+			mustDo(t, syscall.Mkfifo(path, 0o600))
+			return path
+		}},
+		{"a file of another user", true, func(t *testing.T, dir, path string) string {
+			target := writeSecret(t, dir, "theirs")
+			mustDo(t, os.Chown(target, 12345, 12345))
+			mustDo(t, os.Rename(target, path))
+			return path
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				t.Skip("needs root to make a file of another user")
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, "profile.toml")
+			target := tc.swap(t, dir, path)
+			before := ownerAndMode(t, target)
+			if err := o.share(path); err == nil {
+				t.Error("share accepted what was swapped in")
+			}
+			if diff := cmp.Diff(before, ownerAndMode(t, target)); diff != "" {
+				t.Errorf("%s changed (-before +after):\n%s", filepath.Base(target), diff)
+			}
+		})
+	}
+}
+
+func writeSecret(t *testing.T, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	mustDo(t, os.WriteFile(path, []byte("DISCORD_BOT_TOKEN=secret\n"), 0o600))
+	return path
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type ownership struct {
+	UID, GID uint32
+	Mode     os.FileMode
+}
+
+func ownerAndMode(t *testing.T, path string) ownership {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return ownership{st.Uid, st.Gid, fi.Mode()}
+}
