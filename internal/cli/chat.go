@@ -112,7 +112,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 	if opts.backend == nil && cfg.RootRefusesBypass() {
 		fmt.Fprintln(errOut, "gateway: "+cfg.RootBypassAdvice())
 	}
-	lock, err := lockConfigDir(cfg.ConfigDir, "gateway chat")
+	lock, err := lockConfigDir(cfg, "gateway chat", log)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,8 @@ type readiness struct {
 
 // commandReadiness sums the checks up per command: chat needs valid
 // settings, the agent CLI and its credentials; run needs the same and the
-// Discord token.
+// Discord token. Every failure counts: one that names no need makes its
+// commands need it fixed, so a [FAIL] line never sits above "ready".
 func commandReadiness(checks []check) []readiness {
 	chat := readiness{Command: "chat"}
 	run := readiness{Command: "run"}
@@ -103,13 +104,17 @@ func commandReadiness(checks []check) []readiness {
 		}
 	}
 	for _, c := range checks {
-		if c.need == "" {
+		need := c.need
+		if need == "" && !c.OK && !c.Warning {
+			need = "the " + c.Name + " problem above fixed"
+		}
+		if need == "" {
 			continue
 		}
 		if !c.runOnly {
-			add(&chat, c.need)
+			add(&chat, need)
 		}
-		add(&run, c.need)
+		add(&run, need)
 	}
 	chat.Ready, run.Ready = len(chat.Needs) == 0, len(run.Needs) == 0
 	return []readiness{chat, run}
@@ -443,12 +448,24 @@ func discordChecks(ctx context.Context, cfg *config.Config, online bool) []check
 		defer cancel()
 		name, err := discord.CheckToken(ctx, discord.Options{Token: cfg.DiscordToken, APIBaseURL: cfg.DiscordAPIBaseURL})
 		if err != nil {
-			out = append(out, check{Name: "discord", Detail: err.Error()})
+			out = append(out, check{Name: "discord", Detail: err.Error(), need: onlineNeed(err, cfg), runOnly: true})
 		} else {
 			out = append(out, check{Name: "discord", OK: true, Detail: "Discord says the token belongs to the bot " + name})
 		}
 	}
 	return out
+}
+
+// onlineNeed is what `gateway run` needs when Discord did not confirm the
+// token: a token it accepts, or, when it could not be asked, the API.
+func onlineNeed(err error, cfg *config.Config) string {
+	if errors.Is(err, discord.ErrTokenRejected) {
+		return "a " + config.EnvDiscordToken + " Discord accepts"
+	}
+	if cfg.DiscordAPIBaseURL != "" {
+		return "a Discord API that answers at " + config.EnvDiscordAPIBaseURL
+	}
+	return "Discord's API reachable from this machine"
 }
 
 // liveCheck runs one short turn through the selected backend, in a

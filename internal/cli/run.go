@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"sync"
+	"syscall"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -55,7 +56,7 @@ func runRun(ctx context.Context, opts runOptions) error {
 	if cfg.RootRefusesBypass() {
 		fmt.Fprintln(opts.io.errOut, "gateway: "+cfg.RootBypassAdvice())
 	}
-	lock, err := lockConfigDir(cfg.ConfigDir, "gateway run")
+	lock, err := lockConfigDir(cfg, "gateway run", log)
 	if err != nil {
 		return err
 	}
@@ -150,12 +151,37 @@ func startWarnings(cfg *config.Config, discord bool) []string {
 	return w
 }
 
-// lockConfigDir creates CONFIG_DIR if needed and takes its lock: one
-// gateway (run or chat) per CONFIG_DIR, since both write sessions.json,
-// memory.md and the other state files.
-func lockConfigDir(dir, command string) (*dirlock.Lock, error) {
+// lockConfigDir creates CONFIG_DIR if needed, makes it private (see
+// makePrivate) and takes its lock: one gateway (run or chat) per
+// CONFIG_DIR, since both write sessions.json, memory.md and the other state
+// files.
+func lockConfigDir(cfg *config.Config, command string, log zerolog.Logger) (*dirlock.Lock, error) {
+	dir := cfg.ConfigDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create CONFIG_DIR: %w", err)
 	}
+	makePrivate(dir, cfg.AgentUser != "", log)
 	return dirlock.Acquire(dir, command)
+}
+
+// makePrivate takes group and other permissions away from CONFIG_DIR when
+// it is the gateway's own folder: it is about to hold memory.md, the
+// conversations and the sessions, which no other user needs. A folder that
+// came with a clone is 0755 (git keeps no folder modes), and doctor would
+// warn about it after the first start. A folder of another user is left
+// alone, and so is one shared with AGENT_USER, whose modes the start check
+// of AGENT_USER judges.
+func makePrivate(dir string, agentUser bool, log zerolog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil || agentUser || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return
+	}
+	if err := os.Chmod(dir, fi.Mode().Perm()&0o700); err != nil {
+		log.Warn().Err(err).Msg("CONFIG_DIR stays readable by other users")
+		return
+	}
+	log.Info().Str("was", modeString(fi.Mode())).Msg("CONFIG_DIR made private to the gateway's user (0700)")
 }

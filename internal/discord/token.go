@@ -46,6 +46,9 @@ func TokenShape(token string) (botID uint64, err error) {
 	return id, nil
 }
 
+// ErrTokenRejected is CheckToken's error when Discord answers 401.
+var ErrTokenRejected = errors.New("Discord rejected the token (401): reset it in the Developer Portal (Bot > Reset Token)")
+
 // CheckToken asks Discord's REST API (through opts.APIBaseURL when set)
 // who the token belongs to, and returns the bot's username.
 func CheckToken(ctx context.Context, opts Options) (string, error) {
@@ -61,7 +64,7 @@ func CheckToken(ctx context.Context, opts Options) (string, error) {
 	if err != nil {
 		var herr *httputil.HTTPError
 		if errors.As(err, &herr) && herr.Status == http.StatusUnauthorized {
-			return "", errors.New("Discord rejected the token (401): reset it in the Developer Portal (Bot > Reset Token)")
+			return "", ErrTokenRejected
 		}
 		return "", fmt.Errorf("ask Discord who the token belongs to: %w", err)
 	}
