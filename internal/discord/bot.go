@@ -456,6 +456,8 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	b.buttons.add(stopButton, b.onStopPress)
 	b.buttons.add(stopAllButton, b.onStopPress)
 	b.buttons.add(approvalButton, b.onApprovalPress)
+	// From the start: a Confirm an earlier run left is answered too.
+	b.buttons.add(confirmPrefix, b.pressConfirm)
 	b.state.AddHandler(func(ev *ws.BackgroundErrorEvent) {
 		b.log.Warn().Err(ev.Err).Msg("Discord connection trouble; reconnecting")
 	})

@@ -2,6 +2,8 @@ package discord
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,8 +19,13 @@ import (
 const ConfirmTimeout = 10 * time.Minute
 
 // confirmPrefix starts the custom_id of a confirmation's buttons:
-// "act:<n>:yes" or "act:<n>:no".
+// "act:<id>:yes" or "act:<id>:no", the id a random key (base 36) into
+// Bot.confirms.
 const confirmPrefix = "act:"
+
+// confirmGone answers a press on a confirmation that is not open (any
+// more) on that message.
+const confirmGone = "This confirmation no longer applies (it was answered, it expired, or the gateway restarted); nothing was done."
 
 // Errors of a confirmation that got no answer.
 var (
@@ -28,16 +35,35 @@ var (
 
 // confirmations are the destructive actions waiting for a person.
 type confirmations struct {
-	once sync.Once // registers the buttons' handler
-	mu   sync.Mutex
-	seq  uint64
+	mu   sync.Mutex // guards open and each pending message
 	open map[uint64]*pendingConfirm
 }
 
 type pendingConfirm struct {
-	turn   actions.Turn
-	what   string
+	turn actions.Turn
+	what string
+	// message is the confirmation's message once posted; a press counts
+	// only on it.
+	message string
+	// posted is closed once message is known (or the post failed): a
+	// press can arrive before the POST's answer does.
+	posted chan struct{}
 	answer chan bool
+}
+
+// newConfirmID draws an id no open confirmation has. It is random, not a
+// counter, so that it does not repeat from one run of the gateway to the
+// next: a Confirm a crashed run left on its message cannot answer a new
+// confirmation that got the same number. c.mu is held.
+func (c *confirmations) newConfirmID() uint64 {
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		id := binary.LittleEndian.Uint64(b[:])
+		if _, taken := c.open[id]; id != 0 && !taken {
+			return id
+		}
+	}
 }
 
 // Confirm asks, under the event's prompt, whether the agent may do what
@@ -45,15 +71,13 @@ type pendingConfirm struct {
 // prompt's author or an approver may press, and waits for the answer until
 // ConfirmTimeout or ctx ends (actions.Confirmer).
 func (b *Bot) Confirm(ctx context.Context, t actions.Turn, what string) (bool, error) {
-	b.confirms.once.Do(func() { b.HandleButtons(confirmPrefix, b.pressConfirm) })
 	c := &b.confirms
 	c.mu.Lock()
 	if c.open == nil {
 		c.open = map[uint64]*pendingConfirm{}
 	}
-	c.seq++
-	id := c.seq
-	p := &pendingConfirm{turn: t, what: what, answer: make(chan bool, 1)}
+	id := c.newConfirmID()
+	p := &pendingConfirm{turn: t, what: what, answer: make(chan bool, 1), posted: make(chan struct{})}
 	c.open[id] = p
 	c.mu.Unlock()
 	defer func() {
@@ -68,11 +92,15 @@ func (b *Bot) Confirm(ctx context.Context, t actions.Turn, what string) (bool, e
 	}
 	text := fmt.Sprintf("⚠️ The agent wants to **%s**. Only %s or an approver can confirm; this expires in %d minutes.",
 		what, who, int(ConfirmTimeout/time.Minute))
-	key := confirmPrefix + strconv.FormatUint(id, 10)
+	key := confirmPrefix + strconv.FormatUint(id, 36)
 	msg, err := b.PostButtons(ctx, t.ChannelID, text, []Button{
 		{ID: key + ":yes", Label: "Confirm", Style: ButtonDanger},
 		{ID: key + ":no", Label: "Cancel", Style: ButtonSecondary},
 	})
+	c.mu.Lock()
+	p.message = msg
+	c.mu.Unlock()
+	close(p.posted)
 	if err != nil {
 		b.log.Warn().Err(err).Str("channel", t.ChannelID).Msg("could not ask for a confirmation; the action is not done")
 		return false, ErrConfirmPost
@@ -116,20 +144,33 @@ func (b *Bot) closeConfirm(channel, message, text string) {
 	}
 }
 
-// pressConfirm answers a press on Confirm or Cancel: only the prompt's
-// author or an approver decides; anyone else is told so.
-func (b *Bot) pressConfirm(_ context.Context, pr Press) PressAnswer {
+// pressConfirm answers a press on Confirm or Cancel: only a press on the
+// open confirmation's own message counts (as for approvals), and only the
+// prompt's author or an approver decides; anyone else is told so.
+func (b *Bot) pressConfirm(ctx context.Context, pr Press) PressAnswer {
 	rest := strings.TrimPrefix(pr.ButtonID, confirmPrefix)
 	num, verdict, _ := strings.Cut(rest, ":")
-	id, err := strconv.ParseUint(num, 10, 64)
-	if err != nil {
-		return PressAnswer{Notice: unhandledPress}
+	id, err := strconv.ParseUint(num, 36, 64)
+	if err != nil || (verdict != "yes" && verdict != "no") {
+		return PressAnswer{Notice: confirmGone}
 	}
 	b.confirms.mu.Lock()
 	p := b.confirms.open[id]
-	if p == nil {
+	if p != nil && p.message == "" {
+		// Pressed before the POST's answer arrived: wait for the message
+		// id, to check the press is on this confirmation's message.
 		b.confirms.mu.Unlock()
-		return PressAnswer{Notice: "This confirmation is closed already."}
+		select {
+		case <-p.posted:
+		case <-ctx.Done():
+		}
+		b.confirms.mu.Lock()
+		p = b.confirms.open[id]
+	}
+	if p == nil || p.message == "" || p.message != pr.MessageID || p.turn.ChannelID != pr.ChannelID {
+		b.confirms.mu.Unlock()
+		b.log.Info().Str("channel", pr.ChannelID).Str("user", pr.UserID).Msg("press on a confirmation that is not open on that message: nothing done")
+		return PressAnswer{Notice: confirmGone}
 	}
 	if pr.UserID != p.turn.UserID && !slices.Contains(b.opts.Approvers, pr.UserID) {
 		b.confirms.mu.Unlock()

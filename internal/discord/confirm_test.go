@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diamondburned/arikawa/v3/discord"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/agentgateway/gateway/internal/actions"
@@ -101,4 +102,58 @@ func TestConfirmEndsWithTheTurn(t *testing.T) {
 		m := tb.message(tb.channel, ask.ID)
 		return len(m.Buttons()) == 0 && strings.HasPrefix(m.Content, "Not done: the turn that asked to **ban <@1>** ended")
 	})
+}
+
+// A confirmation's buttons answer that confirmation only. A Confirm left
+// with its buttons by an earlier run of the gateway (which numbered its
+// confirmations from 1, as a new run did) and a button with the live
+// confirmation's id on another message are both answered, only to the
+// presser, that they no longer apply; the live confirmation stays open
+// for its own buttons.
+func TestConfirmButtonsAreTiedToTheirMessage(t *testing.T) {
+	tb := startBot(t, Options{})
+	stale := tb.postButtons(tb.channel, []Button{
+		{ID: confirmPrefix + "1:yes", Label: "Confirm", Style: ButtonDanger},
+		{ID: confirmPrefix + "1:no", Label: "Cancel", Style: ButtonSecondary},
+	})
+	done, ask := tb.confirm(actionCtx(t), "ban <@1>")
+	copied := tb.postButtons(tb.channel, []Button{{ID: ask.Buttons()[0].ID, Label: "Confirm", Style: ButtonDanger}})
+
+	for _, tc := range []struct {
+		name   string
+		msg    discord.MessageID
+		button string
+	}{
+		{"left by an earlier run", stale, confirmPrefix + "1:yes"},
+		{"the live id on another message", copied, ask.Buttons()[0].ID},
+	} {
+		a := tb.answer(tb.press(tb.channel, tc.msg, tb.user, tc.button, 0))
+		if !a.Ephemeral || a.Content != confirmGone {
+			t.Errorf("%s: answer = %q (ephemeral %v), want %q only to the presser", tc.name, a.Content, a.Ephemeral, confirmGone)
+		}
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("a stale button decided the live confirmation: %+v", r)
+	default:
+	}
+	if got := tb.message(tb.channel, ask.ID); len(got.Buttons()) != 2 {
+		t.Errorf("the live confirmation lost its buttons: %q", got.Content)
+	}
+	tb.press(tb.channel, ask.ID, tb.user, ask.Buttons()[1].ID, 0)
+	if r := tb.result(done); r.ok || r.err != nil {
+		t.Errorf("Confirm after Cancel = %v, %v; want false, nil", r.ok, r.err)
+	}
+}
+
+// Confirmation ids do not repeat from one run of the gateway to the next:
+// two bots' first confirmations have different buttons.
+func TestConfirmIDsDifferAcrossRuns(t *testing.T) {
+	first := startBot(t, Options{})
+	_, a := first.confirm(actionCtx(t), "kick <@1>")
+	second := first.restart(Options{})
+	_, b := second.confirm(actionCtx(t), "kick <@2>")
+	if a.Buttons()[0].ID == b.Buttons()[0].ID {
+		t.Errorf("both runs' first confirmation is %q", a.Buttons()[0].ID)
+	}
 }
