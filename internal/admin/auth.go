@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -240,6 +241,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
+	if fromAnotherSite(r) {
+		showLogin(w, http.StatusForbidden, "This form was sent from another site. Open this page's own address, then log in.")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil {
 		showLogin(w, http.StatusBadRequest, "The form could not be read.")
@@ -266,7 +271,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		Path:     "/",
 		MaxAge:   int(sessionTTL / time.Second),
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   s.overTLS(r),
 		SameSite: http.SameSiteStrictMode,
 	})
 	s.log.Info().Str("remote", clientIP(r)).Msg("admin server: logged in")
@@ -274,10 +279,53 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if fromAnotherSite(r) {
+		// Else any page could log the operator out: its response's
+		// Set-Cookie would clear the cookie.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, "refused: this form was sent from another site\n")
+		return
+	}
 	if c, err := r.Cookie(CookieName); err == nil {
 		s.auth.endSession(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// overTLS reports whether the browser reached the server over TLS: the
+// request itself, or, with Options.TrustProxy, the proxy in front that
+// says so in X-Forwarded-Proto. The login cookie is then Secure, so the
+// browser never sends it over plain HTTP. (A client that forges the
+// header only gets a cookie its browser will not send back over HTTP.)
+func (s *Server) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if !s.opts.TrustProxy {
+		return false
+	}
+	// A chain of proxies lists one value each; the first is the client's.
+	first, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(first), "https")
+}
+
+// fromAnotherSite reports whether a browser says a page of another site
+// sent r. Sec-Fetch-Site is set by every current browser and cannot be
+// set by a page; Origin is the fallback for older ones. "Origin: null" is
+// what the login page's own form sends (its Referrer-Policy is
+// no-referrer), so it decides nothing. Without either header the request
+// did not come from another site's page in a browser of the last years.
+func fromAnotherSite(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return true
+	}
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return false
+	}
+	u, err := url.Parse(o)
+	return err != nil || !strings.EqualFold(u.Host, r.Host)
 }

@@ -3,10 +3,15 @@
 // live dashboard subscribes to.
 //
 // GET /healthz answers 200 while the process serves. Every other path
-// needs the admin token when one is set (ADMIN_TOKEN; required on
-// anything but loopback): as "Authorization: Bearer <token>", or once
-// through the login form (/login), which sets an HttpOnly, SameSite=Strict
-// cookie holding a random session. Tokens are compared in constant time
+// answers only requests whose Host names the server's own address or a
+// name in Options.Hosts (421 otherwise), so that a page that re-resolves
+// its own name to the server (DNS rebinding) reads and does nothing. Every
+// other path also needs the admin token when one is set (ADMIN_TOKEN;
+// required on anything but loopback, and with AGENT_USER): as
+// "Authorization: Bearer <token>", or once through the login form
+// (/login), which sets an HttpOnly, SameSite=Strict cookie holding a
+// random session; the login and logout forms refuse what another site
+// sent. Tokens are compared in constant time
 // and never logged or shown. GET /readyz answers 200 only when the
 // gateway can take and run events (Options.Ready); GET /metrics writes
 // the Prometheus text format. More handlers (the dashboard) are mounted
@@ -38,6 +43,12 @@ type Options struct {
 	Addr string
 	// Token, if set, is required on every path but /healthz.
 	Token string
+	// Hosts are more names the server answers to (ADMIN_HOSTS): "host"
+	// on any port or "host:port". Its own address always is.
+	Hosts []string
+	// TrustProxy says a proxy in front sets X-Forwarded-Proto
+	// (ADMIN_TRUST_PROXY): "https" there makes the login cookie Secure.
+	TrustProxy bool
 	// Ready returns nil when the gateway can take and run events, else
 	// why not; the reason is shown by /readyz, so it must hold no secret.
 	// Nil: always ready.
@@ -73,6 +84,11 @@ func Listen(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin server (ADMIN_ADDR=%s): %w", opts.Addr, err)
 	}
+	hosts, err := newHostPolicy(opts.Addr, ln.Addr(), opts.Hosts)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	s := &Server{
 		opts: opts,
 		ln:   ln,
@@ -88,7 +104,7 @@ func Listen(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /logout", s.logout)
 	s.mux.Handle("/", s.auth.require(http.HandlerFunc(s.serveRoot)))
 	s.srv = &http.Server{
-		Handler:           s.mux,
+		Handler:           hosts.checkHost(s.mux, s),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

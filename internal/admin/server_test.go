@@ -264,7 +264,8 @@ func TestLogoutEndsTheSession(t *testing.T) {
 }
 
 func TestCookieIsSecureOverTLS(t *testing.T) {
-	s, err := Listen(Options{Addr: "127.0.0.1:0", Token: testToken, Log: zerolog.Nop()})
+	// The TLS server listens on a port of its own: name it in Hosts.
+	s, err := Listen(Options{Addr: "127.0.0.1:0", Token: testToken, Hosts: []string{"127.0.0.1"}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,5 +401,98 @@ func TestCloseWaitsForRequestsInFlight(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Errorf("Serve after Close: %v", err)
+	}
+}
+
+// The login and logout forms are refused when a page of another site sent
+// them: a browser says so in Sec-Fetch-Site, or in Origin. The login form
+// itself, sent with Referrer-Policy: no-referrer, arrives with "Origin:
+// null" and Sec-Fetch-Site: same-origin, and is taken.
+func TestLoginFormsRefuseOtherSites(t *testing.T) {
+	s := startServer(t, Options{Token: testToken})
+	tests := []struct {
+		name   string
+		path   string
+		header map[string]string
+		status int
+	}{
+		{"logout from another site", "/logout", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"logout from a sibling site", "/logout", map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"logout from another origin", "/logout", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"login from another site", "/login", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "null"}, http.StatusForbidden},
+		{"login from another origin", "/login", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"logout from the page", "/logout", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "null"}, http.StatusSeeOther},
+		{"logout, same origin", "/logout", map[string]string{"Origin": s.url}, http.StatusSeeOther},
+		{"logout by a script", "/logout", nil, http.StatusSeeOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s.clock.Advance(failPause)
+			req, _ := http.NewRequest(http.MethodPost, s.url+tt.path, strings.NewReader(url.Values{"token": {"not it"}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			a := do(t, noRedirects(nil), req)
+			if a.status != tt.status {
+				t.Errorf("status %d, want %d (%q)", a.status, tt.status, a.body)
+			}
+			if tt.status == http.StatusForbidden && a.header.Get("Set-Cookie") != "" {
+				t.Errorf("a refused form set a cookie: %q", a.header.Get("Set-Cookie"))
+			}
+		})
+	}
+	// A login from the page itself still works.
+	s.clock.Advance(failPause)
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/login", strings.NewReader(url.Values{"token": {testToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Origin", "null")
+	if a := do(t, noRedirects(nil), req); a.status != http.StatusSeeOther {
+		t.Errorf("login from the form: %d (%q)", a.status, a.body)
+	}
+}
+
+// Behind a TLS proxy the login cookie is Secure when the operator says the
+// proxy is trusted (ADMIN_TRUST_PROXY) and it says the request came over
+// HTTPS; without that trust the header is ignored.
+func TestCookieIsSecureBehindATrustedProxy(t *testing.T) {
+	tests := []struct {
+		name   string
+		trust  bool
+		proto  string
+		secure bool
+	}{
+		{"trusted proxy, https", true, "https", true},
+		{"trusted proxy, HTTPS", true, "HTTPS", true},
+		{"trusted proxy, a chain", true, "https, http", true},
+		{"trusted proxy, http", true, "http", false},
+		{"trusted proxy, no header", true, "", false},
+		{"untrusted, https", false, "https", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startServer(t, Options{Token: testToken, TrustProxy: tt.trust})
+			for _, path := range []string{"/login", "/logout"} {
+				body := ""
+				if path == "/login" {
+					body = url.Values{"token": {testToken}}.Encode()
+				}
+				req, _ := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				if tt.proto != "" {
+					req.Header.Set("X-Forwarded-Proto", tt.proto)
+				}
+				resp, err := noRedirects(nil).Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				ck := resp.Cookies()
+				if len(ck) != 1 || ck[0].Secure != tt.secure {
+					t.Errorf("%s: cookies %+v, want one with Secure=%v", path, ck, tt.secure)
+				}
+			}
+		})
 	}
 }

@@ -230,10 +230,10 @@ func TestHealthcheck(t *testing.T) {
 	t.Setenv("ADMIN_ADDR", "")
 	t.Setenv("ADMIN_TOKEN", "")
 
-	if code, _, errOut := runCmd(t, "healthcheck", "--env-file", envFile("ADMIN_ADDR="+addr, "ADMIN_TOKEN=tok")); code != exitOK {
+	if code, _, errOut := runCmd(t, "healthcheck", "--env-file", envFile("ADMIN_ADDR="+addr, "ADMIN_TOKEN=tok-0123456789abcdef")); code != exitOK {
 		t.Errorf("healthy: exit %d\n%s", code, errOut)
 	}
-	if gotPath != "/healthz" || gotAuth != "Bearer tok" {
+	if gotPath != "/healthz" || gotAuth != "Bearer tok-0123456789abcdef" {
 		t.Errorf("request: path %q, Authorization %q", gotPath, gotAuth)
 	}
 

@@ -169,10 +169,17 @@ type Config struct {
 	DeferMaxPending int
 	// AdminAddr is the admin server's host:port (ADMIN_ADDR; a bare port
 	// listens on 127.0.0.1); empty turns it off. AdminToken is the secret
-	// an operator gives it (ADMIN_TOKEN), required when AdminAddr is not a
-	// loopback address.
+	// an operator gives it (ADMIN_TOKEN), at least MinSecretBytes long and
+	// required when AdminAddr is not a loopback address or AgentUser is
+	// set.
 	AdminAddr  string
 	AdminToken string
+	// AdminHosts are the names the admin server answers to besides its
+	// own address (ADMIN_HOSTS): "host" on any port or "host:port", lower
+	// case. AdminTrustProxy says a TLS proxy in front sets
+	// X-Forwarded-Proto (ADMIN_TRUST_PROXY).
+	AdminHosts      []string
+	AdminTrustProxy bool
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

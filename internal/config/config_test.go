@@ -767,6 +767,8 @@ func TestRedacted(t *testing.T) {
 		"DISCORD_ACTIONS_DEFER_MAX_PENDING=5",
 		"ADMIN_ADDR=",
 		"ADMIN_TOKEN=",
+		"ADMIN_HOSTS=",
+		"ADMIN_TRUST_PROXY=false",
 		"DISCORD_ACTIONS_CHANNELS=true",
 		"DISCORD_ACTIONS_MESSAGING=true",
 		"DISCORD_ACTIONS_GUILD=true",
@@ -1145,6 +1147,18 @@ var actionGenerators = func() []generator {
 			}
 			return "127.0.0.1:" + port, func(_ testing.TB, c *Config) { c.AdminAddr = "127.0.0.1:" + port }
 		}},
+		{EnvAdminToken, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			v := randString(r, tokenChars, MinSecretBytes, 64)
+			return v, func(_ testing.TB, c *Config) { c.AdminToken = v }
+		}},
+		{EnvAdminHosts, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			hosts := []string{"gw.lan", "admin.example.com:443", "[::1]", "10.0.0.7:8081"}[:1+r.IntN(4)]
+			return strings.Join(hosts, ","), func(_ testing.TB, c *Config) { c.AdminHosts = hosts }
+		}},
+		{EnvAdminTrustProxy, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			raw, b := boolValue(r)
+			return raw, func(_ testing.TB, c *Config) { c.AdminTrustProxy = b }
+		}},
 		{EnvDeferMaxPending, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 			n := 1 + r.IntN(100)
 			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.DeferMaxPending = n }
@@ -1203,6 +1217,11 @@ func TestPropertyRoundTrip(t *testing.T) {
 			}
 			desc = append(desc, fmt.Sprintf("%s=%q@%d", g.name, raw, place))
 			apply(t, want)
+		}
+		if want.AgentUser != "" && want.AdminAddr != "" && want.AdminToken == "" {
+			// Beside AGENT_USER the admin server needs a token.
+			want.AdminToken = "admin-token-0123456789"
+			env = append(env, EnvAdminToken+"="+want.AdminToken)
 		}
 		path := filepath.Join(dir, fmt.Sprintf("%d.env", i))
 		if err := os.WriteFile(path, []byte(dotenv.String()), 0o600); err != nil {

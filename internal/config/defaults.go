@@ -69,6 +69,8 @@ var defaults = map[string]string{
 	EnvDeferMaxPending:  "5",
 	EnvAdminAddr:        "",
 	EnvAdminToken:       "",
+	EnvAdminHosts:       "",
+	EnvAdminTrustProxy:  "false",
 }
 
 func init() {

@@ -277,7 +277,17 @@ var docs = []doc{
 	{
 		Names:   []string{EnvAdminToken},
 		Default: "unset",
-		Meaning: "the admin server's secret, sent as a bearer token or once through its login form; required when `ADMIN_ADDR` is not a loopback address (e.g. `openssl rand -hex 32`)",
+		Meaning: "the admin server's secret, sent as a bearer token or once through its login form; at least 16 bytes, and required when `ADMIN_ADDR` is not a loopback address or `AGENT_USER` is set (e.g. `openssl rand -hex 32`)",
+	},
+	{
+		Names:   []string{EnvAdminHosts},
+		Default: "none",
+		Meaning: "more names the admin server answers to, comma-separated `host` (any port) or `host:port`, e.g. the name a reverse proxy passes on; it answers its own address (and `localhost` on loopback) anyway, and any other `Host` gets 421, which keeps out pages that re-resolve their name to it (DNS rebinding)",
+	},
+	{
+		Names:   []string{EnvAdminTrustProxy},
+		Default: "`false`",
+		Meaning: "`true` when a TLS proxy in front of the admin server sets `X-Forwarded-Proto`: `https` there makes the login cookie `Secure`",
 	},
 	{
 		Names:   []string{EnvLogLevel},

@@ -60,6 +60,8 @@ const (
 	EnvDeferMaxPending   = "DISCORD_ACTIONS_DEFER_MAX_PENDING"
 	EnvAdminAddr         = "ADMIN_ADDR"
 	EnvAdminToken        = "ADMIN_TOKEN"
+	EnvAdminHosts        = "ADMIN_HOSTS"
+	EnvAdminTrustProxy   = "ADMIN_TRUST_PROXY"
 )
 
 // ActionsEnv is the name of a Discord action category's switch:
@@ -145,6 +147,8 @@ var keys = append([]string{
 	EnvDeferMaxPending,
 	EnvAdminAddr,
 	EnvAdminToken,
+	EnvAdminHosts,
+	EnvAdminTrustProxy,
 }, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)

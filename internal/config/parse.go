@@ -96,7 +96,9 @@ func (p *parser) parse() *Config {
 		DeferMax:             time.Duration(field(p, EnvDeferMaxSeconds, parseCount)) * time.Second,
 		DeferMaxPending:      field(p, EnvDeferMaxPending, parseCount),
 		AdminAddr:            field(p, EnvAdminAddr, parseListenAddr),
-		AdminToken:           field(p, EnvAdminToken, parseString),
+		AdminToken:           field(p, EnvAdminToken, parseAdminToken),
+		AdminHosts:           field(p, EnvAdminHosts, parseHosts),
+		AdminTrustProxy:      field(p, EnvAdminTrustProxy, parseBool),
 	}
 	for _, cat := range actions.Categories {
 		c.Actions.Categories[cat] = field(p, ActionsEnv(cat), parseBool)
@@ -120,6 +122,11 @@ func (p *parser) parse() *Config {
 			"%s: %s is not a loopback address, so %s must be set (e.g. openssl rand -hex 32)",
 			EnvAdminAddr, quote(c.AdminAddr), EnvAdminToken))
 		p.bad[EnvAdminAddr] = true
+		c.AdminAddr = ""
+	}
+	if problem := adminNeedsToken(c, p.bad); problem != nil {
+		p.problems = append(p.problems, problem)
+		p.bad[EnvAdminToken] = true
 		c.AdminAddr = ""
 	}
 	return c

@@ -75,6 +75,8 @@ func (c Config) settings() []setting {
 		{EnvDeferMaxPending, strconv.Itoa(c.DeferMaxPending)},
 		{EnvAdminAddr, c.AdminAddr},
 		{EnvAdminToken, mask(c.AdminToken)},
+		{EnvAdminHosts, strings.Join(c.AdminHosts, ",")},
+		{EnvAdminTrustProxy, strconv.FormatBool(c.AdminTrustProxy)},
 	}
 	for _, cat := range actions.Categories {
 		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})

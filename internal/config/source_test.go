@@ -60,7 +60,7 @@ func TestSourceOfAnUnusableSecretFile(t *testing.T) {
 // Settings is Redacted with sources: the same names, values and order,
 // no secret.
 func TestSettingsMatchRedacted(t *testing.T) {
-	cfg := mustLoad(t, map[string]string{EnvDiscordToken: "secret-token", EnvAdminToken: "secret-admin"},
+	cfg := mustLoad(t, map[string]string{EnvDiscordToken: "secret-token", EnvAdminToken: "secret-admin-token-0123"},
 		"ANTHROPIC_API_KEY=secret-key\nOPENAI_API_KEY=secret-openai\n", 0)
 	var lines []string
 	for _, s := range cfg.Settings() {

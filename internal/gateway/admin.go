@@ -111,11 +111,13 @@ type adminServer struct {
 // startAdmin binds ADMIN_ADDR and serves; a port in use fails the start.
 func startAdmin(cfg *config.Config, mon *admin.Monitor, ready func() error, log zerolog.Logger) (*adminServer, error) {
 	srv, err := admin.Listen(admin.Options{
-		Addr:    cfg.AdminAddr,
-		Token:   cfg.AdminToken,
-		Ready:   ready,
-		Metrics: mon.Metrics(),
-		Log:     log,
+		Addr:       cfg.AdminAddr,
+		Token:      cfg.AdminToken,
+		Hosts:      cfg.AdminHosts,
+		TrustProxy: cfg.AdminTrustProxy,
+		Ready:      ready,
+		Metrics:    mon.Metrics(),
+		Log:        log,
 	})
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 // long enough not to be guessed.
 const (
 	SecretPrefix   = config.WebhookSecretPrefix
-	MinSecretBytes = 16
+	MinSecretBytes = config.MinSecretBytes
 )
 
 // SecretProblem says why a webhook whose Secret-Env is env, and whose
