@@ -26,8 +26,8 @@ import (
 //     request, so waiting for Retry-After and sending it again is always
 //     safe. arikawa v3.6.0 parses Retry-After as an integer; Discord sends
 //     fractions ("0.5"), the parse fails and arikawa resends at once, posting
-//     duplicates. Here the wait is parsed as a float (or taken from the JSON
-//     body's retry_after), and arikawa's own retries are switched off
+//     duplicates. Here the wait is the JSON body's exact retry_after (or
+//     the header parsed as a float), and arikawa's own retries are switched off
 //     (Retries = 1) so this is the only place that repeats a request.
 //
 // 5xx answers are retried only for idempotent methods; a POST that failed
@@ -46,6 +46,8 @@ type transport struct {
 	backoff func(try int) time.Duration
 	// observe, if set, is told each attempt's answer (Monitor.Request).
 	observe func(method, route string, status int)
+	// sleep waits between tries; tests record the waits instead.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 func newTransport(base http.RoundTripper, apiBaseURL string) (*transport, error) {
@@ -67,6 +69,7 @@ func newTransport(base http.RoundTripper, apiBaseURL string) (*transport, error)
 		attempts: 5,
 		maxWait:  30 * time.Second,
 		backoff:  func(try int) time.Duration { return time.Duration(250<<try) * time.Millisecond },
+		sleep:    sleep,
 	}
 	if apiBaseURL != "" {
 		to, err := url.Parse(strings.TrimSuffix(apiBaseURL, "/"))
@@ -118,7 +121,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return normalize(resp), nil
 		}
 		drain(resp)
-		if err := sleep(req.Context(), wait); err != nil {
+		if err := t.sleep(req.Context(), wait); err != nil {
 			return nil, err
 		}
 	}
@@ -154,18 +157,21 @@ func bufferBody(req *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// retryAfter reads how long Discord asks to wait: the Retry-After header
-// (seconds, possibly fractional), else the body's retry_after, else 1 s.
+// retryAfter reads how long Discord asks to wait: the body's retry_after
+// (exact, in seconds), else the Retry-After header (whole seconds from
+// Discord, rounded up, possibly fractional from a proxy), else 1 s.
+// Reading the header first would wait up to a second too long for each
+// 429 of a burst.
 func retryAfter(resp *http.Response) time.Duration {
-	if s := resp.Header.Get("Retry-After"); s != "" {
-		if d, ok := seconds(s); ok {
-			return d
-		}
-	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	if d, ok := retryAfterBody(b); ok {
 		return d
+	}
+	if s := resp.Header.Get("Retry-After"); s != "" {
+		if d, ok := seconds(s); ok {
+			return d
+		}
 	}
 	return time.Second
 }

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // countingServer answers with the scripted statuses in order, then 200,
@@ -16,8 +19,10 @@ type countingServer struct {
 	mu       sync.Mutex
 	statuses []int
 	header   http.Header
-	bodies   []string
-	paths    []string
+	// body is the answer's body; empty means {"retry_after": 0.01}.
+	body   string
+	bodies []string
+	paths  []string
 }
 
 func (s *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +39,11 @@ func (s *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
-	io.WriteString(w, `{"retry_after": 0.01}`)
+	body := s.body
+	if body == "" {
+		body = `{"retry_after": 0.01}`
+	}
+	io.WriteString(w, body)
 }
 
 func newTestTransport(t *testing.T, srv *countingServer) (*transport, string) {
@@ -73,19 +82,62 @@ func TestTransportRewritesDiscordURLs(t *testing.T) {
 	}
 }
 
+// waits records the transport's waits instead of sleeping.
+func waits(tr *transport) *[]time.Duration {
+	var got []time.Duration
+	tr.sleep = func(_ context.Context, d time.Duration) error {
+		got = append(got, d)
+		return nil
+	}
+	return &got
+}
+
 func TestTransportWaitsFractionalRetryAfter(t *testing.T) {
-	srv := &countingServer{statuses: []int{429, 429}, header: http.Header{"Retry-After": {"0.03"}}}
+	srv := &countingServer{statuses: []int{429, 429}, header: http.Header{"Retry-After": {"0.03"}}, body: `{"message": "You are being rate limited."}`}
 	tr, _ := newTestTransport(t, srv)
-	start := time.Now()
+	got := waits(tr)
 	resp := do(t, tr, "POST", "https://discord.com/api/v9/channels/1/messages", `{"content":"x"}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status = %d", resp.StatusCode)
 	}
-	if took := time.Since(start); took < 60*time.Millisecond {
-		t.Errorf("two 429s of 0.03 s were retried after %v", took)
+	if diff := cmp.Diff([]time.Duration{30 * time.Millisecond, 30 * time.Millisecond}, *got); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
 	}
 	if len(srv.bodies) != 3 || srv.bodies[2] != `{"content":"x"}` {
 		t.Errorf("bodies = %q, want the same body three times", srv.bodies)
+	}
+}
+
+// The body's retry_after is exact; the Retry-After header may be rounded
+// up to whole seconds, so it counts only when the body has no wait.
+func TestTransportRetryAfterPrefersTheExactWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header string
+		body   string
+		want   time.Duration
+	}{
+		{"the body's exact wait over the header's whole second", "1", `{"message": "You are being rate limited.", "retry_after": 0.05, "global": false}`, 50 * time.Millisecond},
+		{"the body alone", "", `{"retry_after": 0.05}`, 50 * time.Millisecond},
+		{"the header when the body has none", "0.3", `{"message": "x"}`, 300 * time.Millisecond},
+		{"the header when the body is no JSON", "2", `<html>`, 2 * time.Second},
+		{"the header when the body's wait is not a wait", "1", `{"retry_after": -3}`, time.Second},
+		{"a second when neither says", "", `{}`, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &countingServer{statuses: []int{429}, body: tc.body}
+			if tc.header != "" {
+				srv.header = http.Header{"Retry-After": {tc.header}}
+			}
+			tr, _ := newTestTransport(t, srv)
+			got := waits(tr)
+			if resp := do(t, tr, "POST", "https://discord.com/api/v9/channels/1/messages", "b"); resp.StatusCode != 200 {
+				t.Fatalf("status = %d", resp.StatusCode)
+			}
+			if diff := cmp.Diff([]time.Duration{tc.want}, *got); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -110,7 +162,7 @@ func TestTransportRetries5xxOnlyWhenIdempotent(t *testing.T) {
 }
 
 func TestTransportHandsBackLongWaitsNormalized(t *testing.T) {
-	srv := &countingServer{statuses: []int{429}, header: http.Header{"Retry-After": {"120.5"}}}
+	srv := &countingServer{statuses: []int{429}, header: http.Header{"Retry-After": {"120.5"}}, body: `{"retry_after": 120.5}`}
 	tr, _ := newTestTransport(t, srv)
 	resp := do(t, tr, "POST", "https://discord.com/api/v9/x", "b")
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "121" {
