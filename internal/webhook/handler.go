@@ -156,8 +156,13 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, name string) re
 	case err != nil:
 		return response{status: http.StatusBadRequest, msg: "could not read the body", size: int64(len(body))}
 	}
-	if !validSignature(sig, body, secret) && !validBearer(bearer, secret) {
+	signed := validSignature(sig, body, secret)
+	if !signed && !validBearer(bearer, secret) {
 		return unauthorized(w)
+	}
+	key := DeliveryKey(def.Name, r.Header, body)
+	if signed {
+		key = SignedDeliveryKey(def.Name, body)
 	}
 	payload := strings.ToValidUTF8(string(body), string(utf8.RuneError))
 	receipt, err := h.opts.Enqueue(queue.Event{
@@ -166,7 +171,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, name string) re
 		Name:      def.Name,
 		ChannelID: cmp.Or(def.Channel, h.opts.DefaultChannel),
 		Text:      Render(def.Instruction, payload),
-		Key:       DeliveryKey(def.Name, r.Header, body),
+		Key:       key,
 	})
 	var full *queue.FullError
 	switch {
@@ -259,16 +264,31 @@ func (h *Handler) logRequest(r *http.Request, name string, resp response) {
 // gateway's own convention, GitHub, and GitLab's idempotency key.
 var deliveryHeaders = []string{"X-Delivery-Id", "X-GitHub-Delivery", "Idempotency-Key", "X-Gitlab-Event-UUID"}
 
-// DeliveryKey is the de-duplication key of a webhook request: the
-// delivery id its sender set, else a hash of the payload (so the same
-// payload sent twice to the same webhook runs once; include something
-// unique, such as a timestamp, to run it again).
+// DeliveryKey is the de-duplication key of a webhook request authenticated
+// with a bearer token: the delivery id its sender set, else a hash of the
+// payload (so the same payload sent twice to the same webhook runs once;
+// include something unique, such as a timestamp, to run it again). A
+// signed request is keyed by SignedDeliveryKey instead.
 func DeliveryKey(webhook string, h http.Header, body []byte) string {
 	for _, name := range deliveryHeaders {
 		if v := strings.TrimSpace(h.Get(name)); v != "" && len(v) <= 200 {
 			return "webhook:" + webhook + ":id:" + v
 		}
 	}
+	return SignedDeliveryKey(webhook, body)
+}
+
+// SignedDeliveryKey is the de-duplication key of a request whose signature
+// was valid: a hash of the payload, whatever delivery id it carries. The
+// delivery-id headers are not signed, so keying on them would let anyone
+// who saw one signed delivery (a proxy's log, a request bin) run it again
+// with a new id; the signed payload cannot be changed without the secret.
+// The signature adds nothing to the hash: it is a function of the payload.
+// The key is kept as long as the inbox keeps the event (INBOX_RETENTION,
+// and at most INBOX_MAX_EVENTS finished ones), so a replay within that
+// window runs nothing; a sender that means to run
+// the same payload twice must make it differ (a timestamp, an id).
+func SignedDeliveryKey(webhook string, body []byte) string {
 	sum := sha256.Sum256(body)
 	return "webhook:" + webhook + ":sha256:" + hex.EncodeToString(sum[:])
 }

@@ -36,6 +36,7 @@ var deploy = schedule.Webhook{
 var unset = schedule.Webhook{Name: "unset", SecretEnv: "WEBHOOK_UNSET_SECRET", Instruction: "x"}
 
 // fakeQueue records events; err, when set, is what Enqueue fails with.
+// Like the inbox, it takes an event whose Key it has seen only once.
 type fakeQueue struct {
 	mu     sync.Mutex // guards events and err
 	events []queue.Event
@@ -47,6 +48,11 @@ func (q *fakeQueue) Enqueue(e queue.Event) (queue.Receipt, error) {
 	defer q.mu.Unlock()
 	if q.err != nil {
 		return queue.Receipt{}, q.err
+	}
+	for _, old := range q.events {
+		if e.Key != "" && old.Key == e.Key {
+			return queue.Receipt{}, queue.ErrDuplicate
+		}
 	}
 	e.ID = uint64(41 + len(q.events))
 	q.events = append(q.events, e)
@@ -387,5 +393,76 @@ func TestDeliveryKey(t *testing.T) {
 		if (c.a == c.b) != c.same {
 			t.Errorf("%s: %q vs %q", c.name, c.a, c.b)
 		}
+	}
+}
+
+// A signed delivery captured on the way (a proxy's log, a shared request
+// bin) and posted again with a new delivery id runs once: for a signed
+// request the key is the signed payload, which a replayer cannot change
+// without the secret. A bearer request, whose secret travels with it, keeps
+// the sender's delivery id.
+func TestReplayWithANewDeliveryIDRunsOnce(t *testing.T) {
+	t.Parallel()
+	payload := []byte(`{"ref":"main","after":"4f1c"}`)
+	tests := []struct {
+		name    string
+		headers []map[string]string
+		events  int
+	}{
+		{
+			name: "signed, new X-Delivery-Id",
+			headers: []map[string]string{
+				{SignatureHeader: sign(payload, testSecret), "X-Delivery-Id": "1"},
+				{SignatureHeader: sign(payload, testSecret), "X-Delivery-Id": "2"},
+				{SignatureHeader: sign(payload, testSecret), "X-GitHub-Delivery": "3"},
+				{SignatureHeader: sign(payload, testSecret), "Idempotency-Key": "4"},
+				{SignatureHeader: sign(payload, testSecret)},
+			},
+			events: 1,
+		},
+		{
+			name: "signed, the sender's own retry",
+			headers: []map[string]string{
+				{SignatureHeader: sign(payload, testSecret), "X-GitHub-Delivery": "72d3162e"},
+				{SignatureHeader: sign(payload, testSecret), "X-GitHub-Delivery": "72d3162e"},
+			},
+			events: 1,
+		},
+		{
+			name: "bearer, two deliveries of the same payload",
+			headers: []map[string]string{
+				{"Authorization": "Bearer " + testSecret, "X-Delivery-Id": "1"},
+				{"Authorization": "Bearer " + testSecret, "X-Delivery-Id": "2"},
+			},
+			events: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, 0)
+			var dup []bool
+			for _, h := range tt.headers {
+				resp := s.do(t, http.MethodPost, "/hooks/deploy", payload, h)
+				var body struct {
+					Duplicate bool `json:"duplicate"`
+				}
+				if resp.StatusCode != http.StatusAccepted {
+					t.Fatalf("status %d, want 202", resp.StatusCode)
+				}
+				json.NewDecoder(resp.Body).Decode(&body)
+				dup = append(dup, body.Duplicate)
+			}
+			if got := len(s.queue.got()); got != tt.events {
+				t.Errorf("queued %d events, want %d", got, tt.events)
+			}
+			wantDup := make([]bool, len(tt.headers))
+			for i := tt.events; i < len(wantDup); i++ {
+				wantDup[i] = true
+			}
+			if diff := cmp.Diff(wantDup, dup); diff != "" {
+				t.Errorf("answered duplicate (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
