@@ -132,7 +132,7 @@ var Specs = []Spec{
 		Example: `{"type":"unpinMessage","channel":"general","messageId":"123456789012345678"}`},
 	{Type: "listPins", Category: Messaging, Query: true, Doc: "list a channel's pinned messages",
 		Fields: []Field{req("channel", String)}, Example: `{"type":"listPins","channel":"general"}`},
-	{Type: "reactionPrompt", Category: Messaging, Doc: "ask a question answered with a reaction (2-9 emoji); the answer comes back to you as a new message",
+	{Type: "reactionPrompt", Category: Messaging, Doc: "ask a question answered with a reaction (2-9 emoji); the answer comes back to you as a new message (from a scheduled run, only an approver can answer, and the answer's turn has the same limits)",
 		Fields:  []Field{req("question", String), req("emoji", Strings), opt("channel", String)},
 		Example: `{"type":"reactionPrompt","question":"Deploy now?","emoji":["✅","❌"]}`},
 

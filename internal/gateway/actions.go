@@ -35,7 +35,7 @@ type actionRunner struct {
 // turn describes where e's actions run.
 func (a *actionRunner) turn(e queue.Event, workDir string) actions.Turn {
 	t := actions.Turn{GuildID: e.GuildID, ChannelID: e.ChannelID, UserID: e.UserID,
-		Scheduled: e.Kind != queue.KindMessage || e.Restricted, WorkDir: workDir}
+		Scheduled: e.Scheduled(), WorkDir: workDir}
 	if t.GuildID == "" && t.Scheduled && e.ChannelID != "" && a.guildOf != nil {
 		// A scheduled event names only its channel.
 		t.GuildID = a.guildOf(e.ChannelID)

@@ -72,6 +72,13 @@ type Event struct {
 	Key string
 }
 
+// Scheduled reports whether e runs with the restrictions of a scheduled
+// run: it is a heartbeat, cron job, hook or webhook, or a message that
+// answers one's question (Restricted). Such a run may not use the actions
+// scheduled runs may not, runs in a fresh session with the gateway's
+// defaults, not in a channel's conversation or its settings.
+func (e Event) Scheduled() bool { return e.Kind != KindMessage || e.Restricted }
+
 // Attachment is a file attached to a prompt, as Discord describes it.
 type Attachment struct {
 	Name        string `json:"name"`
