@@ -89,7 +89,9 @@ var scheduleFiles = []string{persona.AgentsFile, persona.HeartbeatFile, persona.
 //     directory), read and write memory.md, write the temp dir and its home;
 //   - u can read neither the .env file nor any other file in CONFIG_DIR that
 //     is not markdown (sessions.json, discord-state.json, .gateway.lock and
-//     whatever state comes next: everything but *.md is the gateway's);
+//     whatever state comes next: everything but *.md is the gateway's),
+//     and cannot change the entries of the ipc folder, which it may search
+//     to post through ipc/outbound;
 //   - u can write none of agents.md, heartbeat.md and boot.md, and cannot
 //     create, rename or replace files in CONFIG_DIR or replace CONFIG_DIR
 //     itself (a directory the agent may write lets it put its own
@@ -231,6 +233,12 @@ func (c *checker) run(s Setup) []Problem {
 	for _, name := range names {
 		if strings.HasSuffix(name, ".md") || name == skillsDir {
 			continue // the persona and the skills are the agent's to read
+		}
+		if name == ipcDir {
+			// The agent posts through ipc/outbound: it may search the
+			// folder, never change its entries.
+			ps = append(ps, c.ipcFolder(c.fsys.resolve(filepath.Join(dir, name)))...)
+			continue
 		}
 		path := c.fsys.resolve(filepath.Join(dir, name))
 		if path == env {
@@ -416,6 +424,27 @@ func gatewayName() string {
 	}
 	return id
 }
+
+// ipcFolder reports the ipc folder when the agent could replace its
+// entries: outbound/ or failed/ swapped for a link would have the gateway
+// read or move files elsewhere. The gateway opens it to the agent's group
+// for search only (0710), and outbound/ for writing.
+func (c *checker) ipcFolder(path string) []Problem {
+	fi, err := c.fsys.stat(path)
+	switch {
+	case err != nil:
+		return nil
+	case fi.uid == c.u.UID:
+		return []Problem{{File: path, Msg: "the agent owns the ipc folder, so it can swap outbound/ and failed/ for links", Fix: c.disown(path, false)}}
+	case canAccess(fi.uid, fi.gid, fi.mode, c.u.UID, c.u.gids(), Write|Exec):
+		return []Problem{{File: path, Msg: "the agent can write the ipc folder, so it can swap outbound/ and failed/ for links", Fix: "chmod go-w " + path}}
+	}
+	return nil
+}
+
+// ipcDir is CONFIG_DIR's folder of proactive messages (gateway.IPCDir),
+// which the agent may post through.
+const ipcDir = "ipc"
 
 // skillsDir is CONFIG_DIR's folder of skills (persona.SkillsDir), which the
 // agent reads.

@@ -143,6 +143,24 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "the ipc folder as the gateway opens it to the agent",
+			edit: func(f fakeFS) {
+				f["/srv/gw/ipc"] = fileInfo{gwUID, agentGID, dir | 0o710}
+				f["/srv/gw/ipc/outbound"] = fileInfo{gwUID, agentGID, dir | fs.ModeSticky | 0o770}
+				f["/srv/gw/ipc/failed"] = fileInfo{gwUID, gwUID, dir | 0o700}
+			},
+		},
+		{
+			name: "the ipc folder writable by the agent",
+			edit: func(f fakeFS) { f["/srv/gw/ipc"] = fileInfo{gwUID, agentGID, dir | 0o770} },
+			want: []brief{{"/srv/gw/ipc", "chmod go-w /srv/gw/ipc"}},
+		},
+		{
+			name: "the ipc folder owned by the agent",
+			edit: func(f fakeFS) { f["/srv/gw/ipc"] = fileInfo{agentUID, agentGID, dir | 0o700} },
+			want: []brief{{"/srv/gw/ipc", "chown gateway /srv/gw/ipc && chmod go-w /srv/gw/ipc"}},
+		},
+		{
 			name: "memory.md not writable",
 			edit: func(f fakeFS) { f["/srv/gw/memory.md"] = fileInfo{gwUID, agentGID, 0o640} },
 			want: []brief{{"/srv/gw/memory.md", "chown agent /srv/gw/memory.md && chmod u+rw /srv/gw/memory.md"}},

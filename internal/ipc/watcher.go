@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,15 @@ const (
 // file the writer renamed into place is a message.
 var errNotRegular = errors.New("not a regular file")
 
+// errOtherNames refuses a file with more than one name: a hard link to a
+// file elsewhere (the gateway's .env) is not a message.
+var errOtherNames = errors.New("the file has other names (a hard link): only a file renamed into place is a message")
+
+// ErrUnsafeFolder is the error of the ipc folder, outbound/ or failed/
+// when it is not what it claims: a link, or a folder that someone other
+// than the gateway's user could replace entries of.
+var ErrUnsafeFolder = errors.New("unsafe ipc folder")
+
 // Poster posts a message to a Discord channel. text may be longer than one
 // Discord message (the poster splits it) or empty when there are files;
 // files are absolute paths to attach. The Discord bot implements it.
@@ -56,7 +66,11 @@ type Poster interface {
 type Options struct {
 	// Dir is CONFIG_DIR/ipc. New creates Dir/outbound and Dir/failed with
 	// mode 0700 if they are missing; existing folders keep their mode and
-	// owner, so an operator may open outbound/ to the agent's user.
+	// owner (an operator may open outbound/ to a group of writers), unless
+	// Agent is set. Scans read and move files only while Dir and failed/
+	// are real folders of the gateway's user that no one else may write,
+	// and outbound/ a real folder of the gateway's (or the agent's) user
+	// that not everyone may write.
 	Dir string
 	// Allowed reports whether messages may be posted to a channel (the
 	// channel allowlist). Required. A message for any other channel goes
@@ -83,6 +97,17 @@ type Options struct {
 	// Clock drives Run's ticker and the retry backoff; nil means the real
 	// clock. Tests pass a clockwork fake clock.
 	Clock clockwork.Clock
+	// Agent, if set, is the user the agent runs as (AGENT_USER): New
+	// opens Dir to the agent's group for search only (0710) and outbound/
+	// for writing (01770: sticky, so the agent removes or renames only the
+	// files it wrote), both still the gateway's. failed/ stays the
+	// gateway's alone. The agent may then post to any allowed channel.
+	Agent *Agent
+}
+
+// Agent is the user the agent CLIs run as (AGENT_USER).
+type Agent struct {
+	UID, GID uint32
 }
 
 // Watcher posts the messages dropped into outbound/. Build it with New and
@@ -99,6 +124,7 @@ type Watcher struct {
 	retries     map[string]*retry // by file name: posts waiting to be tried again
 	stuck       map[string]stuck  // by file name: finished files that could not be taken out of outbound/
 	listFailing bool              // the last scan could not list outbound/ (logged once)
+	unsafe      string            // why the last scan found the folders unsafe (logged once)
 }
 
 // retry is the state of a file whose post failed.
@@ -157,7 +183,90 @@ func New(opts Options, post Poster, log zerolog.Logger) (*Watcher, error) {
 			return nil, fmt.Errorf("create ipc folder: %w", err)
 		}
 	}
+	if a := opts.Agent; a != nil {
+		if err := openTo(opts.Dir, a, 0o710); err != nil {
+			return nil, err
+		}
+		if err := openTo(w.outbound, a, 0o770|fs.ModeSticky); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// openTo gives the agent's group mode on dir, a folder of the gateway's
+// user; a folder the agent owns already is left as it is. dir is opened
+// without following a link and changed through that handle.
+func openTo(dir string, a *Agent, mode fs.FileMode) error {
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+			err = fmt.Errorf("%s is not a folder: %w", filepath.Base(dir), ErrUnsafeFolder)
+		}
+		return fmt.Errorf("open the ipc folder to the agent user: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open the ipc folder to the agent user: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok:
+		return fmt.Errorf("open the ipc folder to the agent user: no owner to check: %w", ErrUnsafeFolder)
+	case st.Uid == a.UID && filepath.Base(dir) == OutboundDir:
+		return nil
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("open the ipc folder to the agent user: %s is owned by uid %d, not the gateway's user: %w", filepath.Base(dir), st.Uid, ErrUnsafeFolder)
+	}
+	if err := f.Chown(-1, int(a.GID)); err != nil {
+		return fmt.Errorf("open the ipc folder to the agent user: %w", err)
+	}
+	if err := f.Chmod(mode); err != nil {
+		return fmt.Errorf("open the ipc folder to the agent user: %w", err)
+	}
+	return nil
+}
+
+// checkFolders reports whether Dir, outbound/ and failed/ are what they
+// claim (see Options.Dir). Once they are, the paths below Dir cannot be
+// changed by anyone but the gateway's user (and CONFIG_DIR above it is
+// checked at start), so reading and moving by path stays inside them.
+func (w *Watcher) checkFolders() error {
+	euid := uint32(os.Geteuid())
+	check := func(path string, owners []uint32, notWritable fs.FileMode) error {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		name := filepath.Base(path)
+		if path == w.opts.Dir {
+			name = "the ipc folder"
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link: %w", name, ErrUnsafeFolder)
+		case !fi.IsDir():
+			return fmt.Errorf("%s is not a folder: %w", name, ErrUnsafeFolder)
+		case !ok:
+			return fmt.Errorf("%s has no owner to check: %w", name, ErrUnsafeFolder)
+		case !slices.Contains(owners, st.Uid):
+			return fmt.Errorf("%s is owned by uid %d, not the gateway's user: %w", name, st.Uid, ErrUnsafeFolder)
+		case fi.Mode().Perm()&notWritable != 0:
+			return fmt.Errorf("%s is writable by others (mode %v): %w", name, fi.Mode().Perm(), ErrUnsafeFolder)
+		}
+		return nil
+	}
+	outboundOwners := []uint32{euid}
+	if w.opts.Agent != nil {
+		outboundOwners = append(outboundOwners, w.opts.Agent.UID)
+	}
+	return errors.Join(
+		check(w.opts.Dir, []uint32{euid}, 0o022),
+		check(w.outbound, outboundOwners, 0o002),
+		check(w.failed, []uint32{euid}, 0o022),
+	)
 }
 
 // Run scans outbound/ now and then every Options.Interval until ctx is
@@ -183,6 +292,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 func (w *Watcher) Scan(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.checkFolders(); err != nil {
+		if reason := oneLine(err.Error()); reason != w.unsafe {
+			w.unsafe = reason
+			w.log.Error().Err(err).Msg("the ipc folder is not safe to read: nothing is posted from it until it is fixed (chown it to the gateway's user, chmod go-w)")
+		}
+		return
+	}
+	w.unsafe = ""
 	entries, err := os.ReadDir(w.outbound) // sorted by name
 	if err != nil {
 		if !w.listFailing {
@@ -311,6 +428,9 @@ func (w *Watcher) read(name string, info fs.FileInfo) (Message, fs.FileInfo, err
 	}
 	if !opened.Mode().IsRegular() {
 		return Message{}, nil, errNotRegular
+	}
+	if st, ok := opened.Sys().(*syscall.Stat_t); !ok || st.Nlink != 1 {
+		return Message{}, nil, errOtherNames
 	}
 	tooLarge := fmt.Errorf("the file is larger than %d bytes", w.opts.MaxSize)
 	if opened.Size() > w.opts.MaxSize {
