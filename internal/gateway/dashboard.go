@@ -36,8 +36,68 @@ type dashboardSource struct {
 	backend string
 	log     zerolog.Logger
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards running and finished
 	running map[uint64]dashboard.Turn
+	// finished are the turns that ended lately. Each page reads the hub
+	// at its own pace, so one may read a turn's start after the follower
+	// read its end; the turn must not be listed again then.
+	finished recentIDs
+}
+
+// finishedKept bounds recentIDs. A subscriber falls at most a hub buffer
+// (admin.DefaultHubBuffer) and its page's stream behind the others before
+// it loses events and resyncs instead, so a start read late is never more
+// than that many ends behind.
+const finishedKept = 4 * admin.DefaultHubBuffer
+
+// recentIDs is a bounded set of event ids: past finishedKept, the oldest
+// added is forgotten. The zero value is empty.
+type recentIDs struct {
+	set  map[uint64]struct{}
+	ring []uint64
+	next int // where the next id goes in ring once it is full
+}
+
+func (r *recentIDs) add(id uint64) {
+	if _, ok := r.set[id]; ok {
+		return
+	}
+	if r.set == nil {
+		r.set = map[uint64]struct{}{}
+	}
+	if len(r.ring) < finishedKept {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.set, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % finishedKept
+	}
+	r.set[id] = struct{}{}
+}
+
+func (r *recentIDs) has(id uint64) bool {
+	_, ok := r.set[id]
+	return ok
+}
+
+// started lists a turn as running, unless it has finished already; it
+// reports whether it did.
+func (d *dashboardSource) started(t dashboard.Turn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.finished.has(t.EventID) {
+		return false
+	}
+	d.running[t.EventID] = t
+	return true
+}
+
+// ended takes a turn off the running list for good.
+func (d *dashboardSource) ended(id uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.running, id)
+	d.finished.add(id)
 }
 
 // follow keeps the running turns and the activity log current from the
@@ -46,9 +106,7 @@ func (d *dashboardSource) follow(ctx context.Context) {
 	for ev := range d.hub.Subscribe(ctx) {
 		switch ev.Type {
 		case admin.TurnStarted:
-			d.mu.Lock()
-			d.running[ev.EventID] = d.named(turnOf(ev))
-			d.mu.Unlock()
+			d.started(d.named(turnOf(ev)))
 		case admin.ToolUsed:
 			d.mu.Lock()
 			if t, ok := d.running[ev.EventID]; ok {
@@ -57,9 +115,7 @@ func (d *dashboardSource) follow(ctx context.Context) {
 			}
 			d.mu.Unlock()
 		case admin.TurnFinished:
-			d.mu.Lock()
-			delete(d.running, ev.EventID)
-			d.mu.Unlock()
+			d.ended(ev.EventID)
 			e := entryOf(ev)
 			e.ChannelName = d.name(e.ChannelID)
 			if err := d.activity.Append(e); err != nil {
@@ -202,18 +258,16 @@ func (d *dashboardSource) Subscribe(ctx context.Context) <-chan dashboard.Update
 			case admin.TurnStarted:
 				// Recorded here as well as in follow (another
 				// subscriber, which may not have seen it yet): a Stop
-				// pressed on this update must find the turn.
+				// pressed on this update must find the turn. A turn
+				// that has ended by now is not shown at all.
 				t := d.named(turnOf(ev))
-				d.mu.Lock()
-				d.running[ev.EventID] = t
-				d.mu.Unlock()
-				us = append(us, dashboard.TurnStarted(t))
+				if d.started(t) {
+					us = append(us, dashboard.TurnStarted(t))
+				}
 			case admin.ToolUsed:
 				us = append(us, dashboard.ToolUsed(ev.EventID, ev.Tool))
 			case admin.TurnFinished:
-				d.mu.Lock()
-				delete(d.running, ev.EventID)
-				d.mu.Unlock()
+				d.ended(ev.EventID)
 				e := entryOf(ev)
 				e.ChannelName = d.name(e.ChannelID)
 				us = append(us, dashboard.TurnFinished(e), dashboard.CostsChanged(d.costs()))

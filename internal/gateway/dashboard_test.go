@@ -5,13 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/admin"
 	"github.com/agentgateway/gateway/internal/dashboard"
+	"github.com/agentgateway/gateway/internal/queue"
 )
 
 // sseEvents reads the dashboard's event stream: each event's name and
@@ -136,5 +142,91 @@ func TestDashboardShowsAndStopsARunningTurn(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the stopped turn did not finish")
 		}
+	}
+}
+
+// Several subscribers read the hub, each at its own pace: the dashboard's
+// own follower and one per open page. A page that reads a turn's start
+// after the follower has read its end must not list the finished turn as
+// running again; when that page then misses the end (it fell behind, and
+// gets a resync instead), the turn would stay "running" for good.
+func TestDashboardForgetsAFinishedTurnReadLate(t *testing.T) {
+	hub := admin.NewHub(2, 0) // every subscriber buffers two events
+	activity, err := dashboard.OpenActivityLog(filepath.Join(t.TempDir(), ActivityFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { activity.Close() })
+	d := &dashboardSource{
+		hub: hub, queue: queue.New(queue.Options{}, nil), activity: activity,
+		name: func(string) string { return "" }, log: zerolog.New(zerolog.NewTestWriter(t)),
+		running: map[uint64]dashboard.Turn{},
+	}
+	deadline := time.Now().Add(waitLong)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			runtime.Gosched()
+		}
+	}
+	running := func(id uint64) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.running[id]
+		return ok
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.follow(ctx)
+	waitFor("the follower to subscribe", func() bool { return hub.Subscribers() == 1 })
+	page := d.Subscribe(ctx)
+	waitFor("the page to subscribe", func() bool { return hub.Subscribers() == 2 })
+
+	// finish publishes a turn's end and waits for the follower to read it,
+	// so that the follower never falls behind.
+	finish := func(id uint64) {
+		t.Helper()
+		hub.Publish(admin.Event{Type: admin.TurnFinished, EventID: id, Kind: "message", Outcome: "ok"})
+		waitFor("the follower to record the end", func() bool {
+			r := activity.Recent()
+			return len(r) > 0 && r[0].EventID == id
+		})
+	}
+	// The page's stream takes 16 updates (2 per finished turn) and nobody
+	// reads it: its reader blocks, then the hub drops what the page has no
+	// room for.
+	for i := range 8 {
+		finish(uint64(101 + i))
+		waitFor("the page's stream to fill", func() bool { return len(page) == 2*(i+1) })
+	}
+	finish(109)
+	hub.Publish(admin.Event{Type: admin.TurnStarted, EventID: 7, Channel: "100", Kind: "message", Prompt: "hi"})
+	waitFor("the follower to list turn 7", func() bool { return running(7) })
+	finish(110) // the page's buffer is full now
+	finish(7)   // so the page never gets this end
+	if running(7) {
+		t.Fatal("turn 7 still runs after the follower read its end")
+	}
+
+	// The page catches up: turn 7's start, read late, then a resync for
+	// the end it lost.
+	next := uint64(111)
+	for resynced := false; !resynced; {
+		select {
+		case u := <-page:
+			resynced = u.Resync
+		default:
+			finish(next) // a resync comes with the next event the page has room for
+			next++
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the page got no resync")
+		}
+	}
+	if running(7) {
+		t.Error("turn 7, finished, is listed as running again after a page read its start late")
 	}
 }
