@@ -24,8 +24,18 @@ const IPCDir = "ipc"
 func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, secrets func() []string, log zerolog.Logger) (*ipc.Watcher, error) {
 	dir := filepath.Join(cfg.ConfigDir, IPCDir)
 	files := ipcFiles{roots: func() []string { return ipcRoots(cfg, dir) }, limit: uploadLimit, secrets: secrets}
+	runAs, err := RunAs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var agent *ipc.Agent
+	if runAs != nil {
+		// The agent posts through outbound/ as its own user.
+		agent = &ipc.Agent{UID: runAs.Credential.UID, GID: runAs.Credential.GID}
+	}
 	return ipc.New(ipc.Options{
-		Dir: dir,
+		Agent: agent,
+		Dir:   dir,
 		Allowed: func(channel string) bool {
 			return len(cfg.AllowedChannelIDs) == 0 || slices.Contains(cfg.AllowedChannelIDs, channel)
 		},
