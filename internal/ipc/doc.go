@@ -24,6 +24,19 @@
 // error. While a file waits for its retry, later files for the same channel
 // wait too, so one channel's messages keep their order.
 //
+// Whoever may write outbound/ may post to every allowed channel. Under
+// AGENT_USER (Options.Agent) that includes the agent: the ipc folder is
+// opened to its group for search only and outbound/ for writing (sticky),
+// both still the gateway's, and failed/ stays the gateway's alone. The
+// gateway trusts no file in outbound/: each is opened without following a
+// link (and without blocking on a FIFO), must be a regular file with one
+// name (no hard link to a file elsewhere) of at most Options.MaxSize
+// bytes, and its content is data, parsed and never run. Before each scan
+// the ipc folder, outbound/ and failed/ must be real folders (not links)
+// of the gateway's user (outbound/ also the agent's) that no one else may
+// change (outbound/: not world-writable); otherwise nothing is read or
+// moved, and the reason is logged once.
+//
 // Delivery is at least once: a crash after a post and before its file is
 // removed posts it again on the next start.
 //
