@@ -8,9 +8,11 @@
 // publishes. The package reads the gateway only through Source, which its
 // caller adapts from the gateway's internals.
 //
-// Handler does no authentication: it is mounted behind the admin server's.
-// Because that auth may be a cookie, the state-changing POSTs require a
-// header a cross-site form cannot send. Handler and ActivityLog are safe for
+// Handler does no authentication and checks no Host: it is mounted behind
+// the admin server's, which answers only its own address (so that a page
+// re-resolved to it by DNS rebinding gets nothing). Because that auth may
+// be a cookie, the state-changing POSTs require a header a cross-site form
+// cannot send. Handler and ActivityLog are safe for
 // concurrent use.
 package dashboard
 
