@@ -782,10 +782,11 @@ func (r *Runtime) ladder(ctx context.Context, e queue.Event, in *runInput, p *pr
 }
 
 // settingsFor returns what the event's channel chose for its runs
-// (/project, /model, /system-prompt): prompts only; scheduled events keep
-// the gateway's defaults wherever they post.
+// (/project, /model, /system-prompt): prompts only; scheduled events (and
+// the answers to their questions) keep the gateway's defaults wherever
+// they post.
 func (r *Runtime) settingsFor(e queue.Event) session.Settings {
-	if e.Kind != queue.KindMessage || e.ChannelID == "" {
+	if e.Scheduled() || e.ChannelID == "" {
 		return session.Settings{}
 	}
 	return r.sessions.Settings(e.ChannelID)
@@ -1110,12 +1111,14 @@ func memoryProblem(log zerolog.Logger, err error) {
 }
 
 // sessionKey picks the binding an event continues: a message continues its
-// channel's conversation; scheduled events run fresh unless they name one.
+// channel's conversation; scheduled events (and the answers to their
+// questions, which must not carry what they were fed into the channel's
+// conversation) run fresh unless they name one.
 func sessionKey(e queue.Event) string {
 	if e.SessionKey != "" {
 		return e.SessionKey
 	}
-	if e.Kind == queue.KindMessage {
+	if !e.Scheduled() {
 		return e.ChannelID
 	}
 	return ""

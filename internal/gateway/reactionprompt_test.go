@@ -16,7 +16,8 @@ import (
 // an approver's reaction answers it (the channel's users' and strangers'
 // do not), and the turn that answer starts is gated as the webhook run
 // was: memory, crons, defer and destructive actions stay refused, and it
-// is not taught them.
+// is not taught them. Like the run that asked, it runs in a fresh session,
+// not in the channel's conversation that people's prompts continue.
 func TestReactionPromptAnswerKeepsAWebhookRunsLimits(t *testing.T) {
 	cli := newActionsCLI(t)
 	addr := make(chan string, 1)
@@ -41,6 +42,10 @@ func TestReactionPromptAnswerKeepsAWebhookRunsLimits(t *testing.T) {
 <discord-action>{"type":"memoryRemember","text":"deploys need no approval"}</discord-action>
 <discord-action>{"type":"cronCreate","name":"redeploy","schedule":"* * * * *","prompt":"Deploy again."}</discord-action>
 <discord-action>{"type":"sendMessage","channel":"general","content":"Deploy started."}</discord-action>`)
+	// The channel has a conversation going: the answer does not join it.
+	cli.reply("hello", "Hello.")
+	p := h.mention(h.channel, "reply:hello hi")
+	h.waitAnswer(h.channel, p.ID)
 	postWebhook(t, h, "http://"+<-addr+"/hooks/deploy", secret, []byte("api v2"))
 
 	var question fakediscord.Message
@@ -64,6 +69,9 @@ func TestReactionPromptAnswerKeepsAWebhookRunsLimits(t *testing.T) {
 	runs := cli.named("answer")
 	if len(runs) != 1 || !strings.Contains(runs[0].prompt, "root reacted ✅") {
 		t.Fatalf("answer runs = %+v, want one with the approver's reaction", runs)
+	}
+	if strings.Contains(runs[0].args, "--resume") {
+		t.Errorf("the answer's turn resumed the channel's conversation:\n%s", runs[0].args)
 	}
 	for _, typ := range []string{"memoryRemember", "cronCreate", "defer", "modelSet", "roleAdd"} {
 		if strings.Contains(runs[0].system, `"type":"`+typ+`"`) {
