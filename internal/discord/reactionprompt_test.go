@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -161,4 +162,30 @@ func TestReactionPromptExpires(t *testing.T) {
 	if diff := cmp.Diff(want, got, answerOpts); diff != "" {
 		t.Errorf("answers queued (-want +got):\n%s", diff)
 	}
+}
+
+// Whatever QuestionsFile holds, loading it never panics and keeps only
+// questions with a message, a channel and time left.
+func FuzzLoadQuestions(f *testing.F) {
+	now := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	f.Add([]byte(`{"version":1,"open":[{"message":"1575604923154825216","channel":"1575604923142242305","question":"Q?","emoji":["✅","❌"],"restricted":true,"expires":"2026-05-05T09:00:00Z"}]}`))
+	f.Add([]byte(`{"version":1,"open":[null,{"message":"0","channel":"1","expires":"2030-01-01T00:00:00Z"},{"message":"2","channel":"3","expires":"2020-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"version":2,"open":[]}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), QuestionsFile)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var q reactionPrompts
+		err := q.load(path, now)
+		if err != nil && len(q.open) != 0 {
+			t.Fatalf("load failed (%v) yet kept %d questions", err, len(q.open))
+		}
+		for id, p := range q.open {
+			if id != p.Message || !p.Message.IsValid() || !p.Channel.IsValid() || !now.Before(p.Expires) {
+				t.Fatalf("kept %+v under %v", p, id)
+			}
+		}
+	})
 }
