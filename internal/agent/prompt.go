@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/persona"
 )
 
@@ -265,7 +265,7 @@ func RemoveStalePromptFiles(dir string, log zerolog.Logger) {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			log.Warn().Err(withoutPath(err)).Str("file", filepath.Base(path)).Msg("remove stale system prompt file in the temp dir")
+			log.Warn().Err(files.WithoutPath(err)).Str("file", filepath.Base(path)).Msg("remove stale system prompt file in the temp dir")
 			continue
 		}
 		removed++
@@ -297,14 +297,4 @@ func promptFileOwner(name string) (int, bool) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// withoutPath drops the path from a file error: log lines name files, not
-// where they are on the server.
-func withoutPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
-	}
-	return err
 }

@@ -121,9 +121,10 @@ type FileReplier interface {
 	ReplyWithFiles(ctx context.Context, e queue.Event, text string, attached []files.Outgoing) error
 }
 
-// AttachmentFetcher saves the files attached to a prompt in dir.
+// AttachmentFetcher saves the files attached to a prompt in workDir's
+// .gateway/attachments/<folder>.
 type AttachmentFetcher interface {
-	Fetch(ctx context.Context, dir string, list []queue.Attachment) []files.File
+	Fetch(ctx context.Context, workDir, folder string, list []queue.Attachment) []files.File
 }
 
 // History gives a channel's recent conversation, as a marked section for
@@ -610,7 +611,7 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 		// Stopped or cut short turns leave the outbox for the next one.
 		collected, err := files.Collect(workDir, e.ID, *r.opts.Outbox)
 		if err != nil {
-			log.Error().Err(withoutPath(err)).Msg("could not take the files of the outbox")
+			log.Error().Err(files.WithoutPath(err)).Msg("could not take the files of the outbox")
 		}
 		out.Files = collected.Files
 		if note := collected.Note(); note != "" {
@@ -677,8 +678,7 @@ type runInput struct {
 // tells the agent about them in the prompt: paths, and images as images
 // for CLIs that take them.
 func (r *Runtime) fetch(ctx context.Context, e queue.Event, workDir string, in *runInput, log zerolog.Logger) []files.File {
-	dir := filepath.Join(workDir, files.AttachmentsDir, attachmentFolder(e))
-	fetched := r.opts.Attachments.Fetch(ctx, dir, e.Attachments)
+	fetched := r.opts.Attachments.Fetch(ctx, workDir, attachmentFolder(e), e.Attachments)
 	saved := 0
 	for _, f := range fetched {
 		switch {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -297,13 +296,20 @@ func contentKey(channelID, content string, more []string) string {
 	return hex.EncodeToString(sum.Sum(nil))[:12]
 }
 
-// uploads checks the files to send: absolute paths of regular, non-empty
+// uploads reads the files to send: absolute paths of regular, non-empty
 // files, at most MaxFilesPerMessage of them and UploadLimit bytes in all.
-// Each is read when its message is posted, checked again (files.Read).
-// Errors name the file, not where it is.
+// Each is opened once, without following a link on any part of its path,
+// checked (opts.Files: as the agent could read it, not the gateway's
+// state, no secret in it) and read from that open file; what is uploaded
+// is what was checked, with no second lookup. Errors name the file, not
+// where it is.
 func (b *Bot) uploads(paths []string) ([]files.Outgoing, error) {
 	if len(paths) > files.MaxFilesPerMessage {
 		return nil, fmt.Errorf("%d files; Discord takes %d per message", len(paths), files.MaxFilesPerMessage)
+	}
+	guard := b.opts.Files
+	if guard == nil {
+		guard = &files.Guard{}
 	}
 	var out []files.Outgoing
 	var total int64
@@ -312,24 +318,17 @@ func (b *Bot) uploads(paths []string) ([]files.Outgoing, error) {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("file %s: not an absolute path", name)
 		}
-		resolved, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return nil, fmt.Errorf("file %s: %w", name, withoutPath(err))
-		}
-		st, err := os.Stat(resolved)
+		data, err := guard.Read(p, "/", int64(b.opts.UploadLimit)-total)
 		switch {
+		case errors.Is(err, files.ErrTooLarge):
+			return nil, fmt.Errorf("file %s: over Discord's upload limit of %s", name, byteSize(b.opts.UploadLimit))
 		case err != nil:
-			return nil, fmt.Errorf("file %s: %w", name, withoutPath(err))
-		case !st.Mode().IsRegular():
-			return nil, fmt.Errorf("file %s: not a regular file", name)
-		case st.Size() == 0:
+			return nil, fmt.Errorf("file %s: %w", name, files.WithoutPath(err))
+		case len(data) == 0:
 			return nil, fmt.Errorf("file %s: empty", name)
 		}
-		total += st.Size()
-		if total > int64(b.opts.UploadLimit) {
-			return nil, fmt.Errorf("file %s: over Discord's upload limit of %s", name, byteSize(b.opts.UploadLimit))
-		}
-		out = append(out, files.Outgoing{Name: name, Path: resolved, Size: st.Size(), Root: filepath.Dir(resolved)})
+		total += int64(len(data))
+		out = append(out, files.Outgoing{Name: name, Path: p, Size: int64(len(data)), Data: data})
 	}
 	return out, nil
 }

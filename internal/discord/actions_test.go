@@ -635,3 +635,32 @@ func TestActionsRefuseInvalidIDsWithoutCallingDiscord(t *testing.T) {
 		}
 	}
 }
+
+// A file checked by sendFile and then swapped for a link before the upload
+// (the file itself, or a folder on its way) is not uploaded: the link's
+// target is never read.
+func TestActionsSendRefusesASwappedLink(t *testing.T) {
+	tb := startBot(t, Options{})
+	ctx := actionCtx(t)
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secret, []byte("TOKEN=not-for-discord\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if err := os.Symlink(secret, filepath.Join(work, "report.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(secret), filepath.Join(work, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(work, "report.txt"), filepath.Join(work, "sub", "secret.txt")} {
+		if _, err := tb.Send(ctx, tb.channel.String(), "the report", []string{path}); err == nil {
+			t.Errorf("Send(%s) uploaded through a link", filepath.Base(path))
+		}
+	}
+	for _, m := range tb.fd.BotMessages(tb.channel) {
+		for _, f := range m.Files {
+			t.Errorf("uploaded %s: %q", f.Name, f.Data)
+		}
+	}
+}

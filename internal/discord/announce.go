@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -17,7 +16,9 @@ import (
 // Announce posts a message nobody asked for (ipc.Poster: a file dropped
 // into CONFIG_DIR/ipc/outbound): text cut into Discord messages as a reply
 // would be, the files (absolute paths, already allowed by the caller)
-// attached to the last one, no pings. It returns once Discord took every
+// attached to the last one, no pings. Each file is read now, never
+// through a link on any part of its path, so what goes up is the file the
+// caller allowed. It returns once Discord took every
 // message, or with the error of the first it did not take; each message's
 // nonce comes from the announcement's content, so a retry after a lost
 // answer does not post it twice.
@@ -28,11 +29,11 @@ func (b *Bot) Announce(ctx context.Context, channelID, text string, paths []stri
 	}
 	var attached []files.Outgoing
 	for _, p := range paths {
-		st, err := os.Stat(p)
+		data, err := files.Read(p, "/", int64(b.opts.UploadLimit))
 		if err != nil {
-			return fmt.Errorf("announce: %w", files.WithoutPath(err))
+			return fmt.Errorf("announce: %s: %w", files.SafeName(filepath.Base(p)), files.WithoutPath(err))
 		}
-		attached = append(attached, files.Outgoing{Name: filepath.Base(p), Path: p, Size: st.Size(), Root: filepath.Dir(p)})
+		attached = append(attached, files.Outgoing{Name: filepath.Base(p), Path: p, Size: int64(len(data)), Data: data})
 	}
 	parts := withFiles(planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit), attached)
 	sum := sha256.New()

@@ -38,6 +38,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -88,6 +89,10 @@ type Options struct {
 	// an answer.md beyond it holds the answer's beginning. Zero means
 	// 10 MiB, the limit of a guild without boosts.
 	UploadLimit int
+	// Files reads the files the agent sends (its outbox, sendFile) as the
+	// agent could, refusing the gateway's state; nil reads them as the
+	// gateway's user, still never through a link.
+	Files *files.Guard
 	// Clock drives retries and the busy-notice rate limit; nil is the real
 	// clock.
 	Clock clockwork.Clock
@@ -420,7 +425,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if err := b.questions.load(opts.QuestionsPath, opts.Clock.Now()); err != nil {
-		log.Warn().Err(withoutPath(err)).Str("file", QuestionsFile).Msg("ignoring the open reaction prompts kept by the previous run: answers to them are not taken")
+		log.Warn().Err(files.WithoutPath(err)).Str("file", QuestionsFile).Msg("ignoring the open reaction prompts kept by the previous run: answers to them are not taken")
 	}
 	switch {
 	case opts.Seen != nil:
@@ -439,7 +444,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	case opts.StatePath != "":
 		last, err := loadState(opts.StatePath)
 		if err != nil {
-			log.Warn().Err(withoutPath(err)).Str("file", StateFile).Msg("ignoring the Discord state file: prompts sent while the gateway was down are not answered")
+			log.Warn().Err(files.WithoutPath(err)).Str("file", StateFile).Msg("ignoring the Discord state file: prompts sent while the gateway was down are not answered")
 		}
 		b.lastSeen, b.restored = last, len(last) > 0
 		b.persisted = make(chan struct{})

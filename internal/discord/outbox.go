@@ -224,7 +224,7 @@ func (b *Bot) Resume(e queue.Event, text string, paths []string, delivered map[i
 	for _, path := range paths {
 		f, err := files.Taken(path)
 		if err != nil {
-			b.log.Warn().Uint64("event", e.ID).Err(withoutPath(err)).Msg("a file of the reply is gone; the reply goes without it")
+			b.log.Warn().Uint64("event", e.ID).Err(files.WithoutPath(err)).Msg("a file of the reply is gone; the reply goes without it")
 			continue
 		}
 		attached = append(attached, f)
@@ -641,7 +641,7 @@ func (b *Bot) takeInteraction(key string) *interaction {
 // post sends one message in a channel with an enforced nonce and no pings,
 // its file (if any) uploaded with it, and returns the message's id.
 func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string) (discord.MessageID, error) {
-	p = loaded(p, b.log)
+	p = b.loaded(p)
 	body := messageCreate{
 		Content:         p.content,
 		Nonce:           nonce,
@@ -664,7 +664,7 @@ func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.M
 // webhookSend edits an interaction's original response (original) or
 // posts a follow-up, with no pings, and returns the message's id.
 func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p part) (discord.MessageID, error) {
-	p = loaded(p, b.log)
+	p = b.loaded(p)
 	body := webhookMessage{Content: p.content, AllowedMentions: noPings(false), Attachments: attachments(p.files)}
 	opts, err := withBody(body, p.files)
 	if err != nil {
@@ -731,17 +731,21 @@ func withBody(payload any, fs []file) ([]httputil.RequestOption, error) {
 }
 
 // loaded reads the outbox files of a message just before it is posted,
-// checking each again (files.Read): one the agent changed, removed or
-// turned into a link outside its directory since is left out, and the
-// message says so.
-func loaded(p part, log zerolog.Logger) part {
+// checking each again (opts.Files, as the agent could read it, never
+// through a link): one the agent changed, removed or turned into a link
+// since is left out, and the message says so.
+func (b *Bot) loaded(p part) part {
+	guard, log := b.opts.Files, b.log
+	if guard == nil {
+		guard = &files.Guard{}
+	}
 	var kept []file
 	var lost []string
 	for _, f := range p.files {
 		if f.out != nil && f.data == nil {
-			data, err := files.Read(f.out.Path, f.out.Root, f.out.Size)
+			data, err := guard.Read(f.out.Path, f.out.Root, f.out.Size)
 			if err != nil {
-				log.Warn().Str("file", f.name).Err(withoutPath(err)).Msg("outbox file left out of the reply")
+				log.Warn().Str("file", f.name).Err(files.WithoutPath(err)).Msg("outbox file left out of the reply")
 				lost = append(lost, f.name)
 				continue
 			}

@@ -65,7 +65,7 @@ func withFiles(parts []part, out []files.Outgoing) []part {
 	}
 	fs := make([]file, len(out))
 	for i := range out {
-		fs[i] = file{name: out[i].Name, out: &out[i]}
+		fs[i] = file{name: out[i].Name, data: out[i].Data, out: &out[i]}
 	}
 	if n := len(parts); n > 0 && len(parts[n-1].files)+len(fs) <= files.MaxFilesPerMessage {
 		parts[n-1].files = append(parts[n-1].files, fs...)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentgateway/gateway/internal/actions"
 	"github.com/agentgateway/gateway/internal/atomicfile"
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -165,7 +166,7 @@ func (b *Bot) AskWithReactions(ctx context.Context, t actions.Turn, channelID, q
 	err = q.saveLocked()
 	q.mu.Unlock()
 	if err != nil {
-		b.log.Warn().Err(withoutPath(err)).Str("file", QuestionsFile).Msg("could not keep the open reaction prompts; an answer given after a restart will be missed")
+		b.log.Warn().Err(files.WithoutPath(err)).Str("file", QuestionsFile).Msg("could not keep the open reaction prompts; an answer given after a restart will be missed")
 	}
 	for _, e := range emoji {
 		if err := b.client(ctx).React(discord.ChannelID(ch), discord.MessageID(id), discord.APIEmoji(e)); err != nil {
@@ -198,7 +199,7 @@ func (b *Bot) reactionAnswer(ev *gateway.MessageReactionAddEvent) bool {
 		err := q.saveLocked()
 		q.mu.Unlock()
 		if err != nil {
-			b.log.Warn().Err(withoutPath(err)).Str("file", QuestionsFile).Msg("could not forget an expired reaction prompt")
+			b.log.Warn().Err(files.WithoutPath(err)).Str("file", QuestionsFile).Msg("could not forget an expired reaction prompt")
 		}
 		return true
 	}
@@ -211,7 +212,7 @@ func (b *Bot) reactionAnswer(ev *gateway.MessageReactionAddEvent) bool {
 	}
 	delete(q.open, ev.MessageID)
 	if err := q.saveLocked(); err != nil {
-		b.log.Warn().Err(withoutPath(err)).Str("file", QuestionsFile).Msg("could not record that a reaction prompt was answered")
+		b.log.Warn().Err(files.WithoutPath(err)).Str("file", QuestionsFile).Msg("could not record that a reaction prompt was answered")
 	}
 	q.mu.Unlock()
 	name := user
@@ -234,7 +235,7 @@ func (b *Bot) reactionAnswer(ev *gateway.MessageReactionAddEvent) bool {
 		q.mu.Lock()
 		q.open[p.Message] = p
 		if err := q.saveLocked(); err != nil {
-			b.log.Warn().Err(withoutPath(err)).Str("file", QuestionsFile).Msg("could not keep the open reaction prompts")
+			b.log.Warn().Err(files.WithoutPath(err)).Str("file", QuestionsFile).Msg("could not keep the open reaction prompts")
 		}
 		q.mu.Unlock()
 		return true

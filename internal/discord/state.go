@@ -11,6 +11,7 @@ import (
 	"github.com/diamondburned/arikawa/v3/discord"
 
 	"github.com/agentgateway/gateway/internal/atomicfile"
+	"github.com/agentgateway/gateway/internal/files"
 )
 
 // StateFile is where the bot keeps, in CONFIG_DIR, the newest message it
@@ -121,18 +122,9 @@ func (b *Bot) saveIfDirty() {
 		return
 	}
 	if err := saveState(b.opts.StatePath, snapshot); err != nil {
-		b.log.Warn().Err(withoutPath(err)).Str("file", StateFile).
+		b.log.Warn().Err(files.WithoutPath(err)).Str("file", StateFile).
 			Msg("could not save the Discord state; prompts sent while the gateway is down may be missed")
 	}
-}
-
-// withoutPath keeps a file error's cause and drops the path it names.
-func withoutPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
-	}
-	return err
 }
 
 func guildString(g discord.GuildID) string {

@@ -1,17 +1,22 @@
 package files
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentgateway/gateway/internal/queue"
 )
@@ -41,6 +46,9 @@ type Fetcher struct {
 	// MaxFile and MaxTotal bound one file and all files of a message;
 	// either at 0 fetches nothing.
 	MaxFile, MaxTotal int64
+	// Guard, if set, names the agent: the folders are its, the files
+	// are given to it and read back as it could.
+	Guard *Guard
 }
 
 // NewFetcher returns a Fetcher for Discord's CDNs and, when apiBase is
@@ -88,16 +96,25 @@ func (f File) Image() bool {
 	return false
 }
 
-// Fetch saves the attachments in dir (created if needed), each under its
-// SafeName; the n-th file of one name gets "-n" before its extension. A
-// file already there with the expected size is kept (the prompt runs again
-// after a restart); any other file of that name is never overwritten. A
-// file that cannot be fetched has its Problem set; the others are still
-// fetched.
-func (f *Fetcher) Fetch(ctx context.Context, dir string, list []queue.Attachment) []File {
+// Fetch saves the attachments in workDir's .gateway/attachments/<folder>
+// (created if needed, the agent's), each under its SafeName; the n-th file
+// of one name gets "-n" before its extension. .gateway and the folders
+// below it must be real folders of the agent's: a link or another user's
+// folder saves nothing. Every file is made relative to those open folders
+// and given to the agent. A file already there with the expected size is
+// kept (the prompt runs again after a restart); any other file of that
+// name is never overwritten. A file that cannot be fetched has its Problem
+// set; the others are still fetched.
+func (f *Fetcher) Fetch(ctx context.Context, workDir, folder string, list []queue.Attachment) []File {
 	out := make([]File, len(list))
 	var total int64
 	seen := map[string]int{}
+	dirfd := -1
+	defer func() {
+		if dirfd >= 0 {
+			unix.Close(dirfd)
+		}
+	}()
 	for i, a := range list {
 		out[i] = File{Attachment: a}
 		name := SafeName(a.Name)
@@ -120,25 +137,77 @@ func (f *Fetcher) Fetch(ctx context.Context, dir string, list []queue.Attachment
 			out[i].Problem = fmt.Sprintf("not fetched: the files of this message are over the %s limit together", byteSize(f.MaxTotal))
 			continue
 		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			out[i].Problem = "not saved: the gateway could not create a folder for it"
-			continue
+		if dirfd < 0 {
+			if dirfd, err = f.guard().attachments(workDir, folder); err != nil {
+				out[i].Problem = "not saved: the gateway could not create a folder for it"
+				continue
+			}
 		}
-		path, size, err := f.save(ctx, dir, name, a, f.limit(total))
+		saved, size, err := f.save(ctx, dirfd, name, a, f.limit(total))
 		if err != nil {
 			out[i].Problem = problem(err, f.MaxFile)
 			continue
 		}
 		total += size
-		out[i].Path, out[i].Size = path, size
-		out[i].MediaType = mediaType(a, path)
-		if size <= InlineLimit && textual(out[i].MediaType) {
-			if data, err := os.ReadFile(path); err == nil && utf8.Valid(data) && !strings.ContainsRune(string(data), 0) {
-				out[i].Text = string(data)
-			}
+		out[i].Path = filepath.Join(workDir, AttachmentsDir, folder, saved)
+		out[i].Size = size
+		head, text := f.peek(dirfd, saved, size)
+		out[i].MediaType = mediaType(a, head)
+		if text && textual(out[i].MediaType) {
+			out[i].Text = string(head)
 		}
 	}
 	return out
+}
+
+func (f *Fetcher) guard() *Guard {
+	if f.Guard == nil {
+		return &Guard{}
+	}
+	return f.Guard
+}
+
+// attachments opens (making what is missing) .gateway/attachments/folder
+// in workDir, each folder the agent's and none a link.
+func (g *Guard) attachments(workDir, folder string) (int, error) {
+	root, err := openDir(workDir)
+	if err != nil {
+		return -1, WithoutPath(err)
+	}
+	defer unix.Close(root)
+	gw, err := g.folder(root, GatewayDir, true)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(gw)
+	att, err := g.folder(gw, filepath.Base(AttachmentsDir), true)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(att)
+	return g.folder(att, SafeName(folder), true)
+}
+
+// peek reads, as the agent could, the start of a saved file (for its type)
+// or all of it when it is small; text reports whether it is all of it and
+// reads as text.
+func (f *Fetcher) peek(dirfd int, name string, size int64) (head []byte, text bool) {
+	limit := int64(512)
+	if size <= InlineLimit {
+		limit = size
+	}
+	g := f.guard()
+	file, err := g.open(&fence{g: g}, dirfd, name)
+	if err != nil {
+		return nil, false
+	}
+	defer file.Close()
+	head, err = io.ReadAll(io.LimitReader(file, limit))
+	if err != nil {
+		return nil, false
+	}
+	text = size <= InlineLimit && int64(len(head)) == size && utf8.Valid(head) && !bytes.ContainsRune(head, 0)
+	return head, text
 }
 
 // limit is how many bytes the next file may have.
@@ -162,34 +231,34 @@ func (f *Fetcher) allowed(u *url.URL) bool {
 // errTooLarge is a download that went past its limit.
 var errTooLarge = errors.New("too large")
 
-// save downloads a into dir as name, or a numbered variant when another
-// file has that name, and returns the path and size.
-func (f *Fetcher) save(ctx context.Context, dir, name string, a queue.Attachment, limit int64) (string, int64, error) {
+// save downloads a into the folder dirfd as name, or a numbered variant
+// when another file has that name, and returns the name and size.
+func (f *Fetcher) save(ctx context.Context, dirfd int, name string, a queue.Attachment, limit int64) (string, int64, error) {
 	for n := 1; n < 100; n++ {
 		candidate := name
 		if n > 1 {
 			candidate = numbered(name, n)
 		}
-		path := filepath.Join(dir, candidate)
-		st, err := os.Lstat(path)
+		var st unix.Stat_t
+		err := unix.Fstatat(dirfd, candidate, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == nil {
-			if st.Mode().IsRegular() && a.Size > 0 && st.Size() == a.Size {
-				return path, st.Size(), nil // saved by an earlier run of this prompt
+			if st.Mode&unix.S_IFMT == unix.S_IFREG && a.Size > 0 && st.Size == a.Size {
+				return candidate, st.Size, nil // saved by an earlier run of this prompt
 			}
 			continue
 		}
-		size, err := f.download(ctx, dir, path, a.URL, limit)
-		if errors.Is(err, os.ErrExist) {
+		size, err := f.download(ctx, dirfd, candidate, a.URL, limit)
+		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
-		return path, size, err
+		return candidate, size, err
 	}
 	return "", 0, errors.New("too many files of that name")
 }
 
-// download fetches url into a temp file and links it to path, which must
-// not exist yet.
-func (f *Fetcher) download(ctx context.Context, dir, path, rawURL string, limit int64) (int64, error) {
+// download fetches url into a temp file in the folder dirfd, gives it to
+// the agent and links it to name, which must not exist yet.
+func (f *Fetcher) download(ctx context.Context, dirfd int, name, rawURL string, limit int64) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return 0, err
@@ -205,13 +274,21 @@ func (f *Fetcher) download(ctx context.Context, dir, path, rawURL string, limit 
 	if resp.ContentLength > limit {
 		return 0, errTooLarge
 	}
-	tmp, err := os.CreateTemp(dir, ".download-*")
+	tmp := ".download-" + strconv.FormatUint(rand.Uint64(), 36)
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, io.LimitReader(resp.Body, limit+1))
-	if cerr := tmp.Close(); err == nil {
+	defer unix.Unlinkat(dirfd, tmp, 0)
+	file := os.NewFile(uintptr(fd), tmp)
+	n, err := io.Copy(file, io.LimitReader(resp.Body, limit+1))
+	if err == nil {
+		if c := f.guard().Agent; c != nil {
+			// The agent reads what it was sent.
+			err = file.Chown(int(c.UID), int(c.GID))
+		}
+	}
+	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -220,9 +297,9 @@ func (f *Fetcher) download(ctx context.Context, dir, path, rawURL string, limit 
 	if n > limit {
 		return 0, errTooLarge
 	}
-	// A link, unlike a rename, fails when path exists: nothing is
+	// A link, unlike a rename, fails when name exists: nothing is
 	// overwritten.
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := unix.Linkat(dirfd, tmp, dirfd, name, 0); err != nil {
 		return 0, err
 	}
 	return n, nil
@@ -249,7 +326,7 @@ func problem(err error, maxFile int64) string {
 
 // mediaType is the attachment's type as Discord gave it, else guessed
 // from its name, else from its first bytes.
-func mediaType(a queue.Attachment, path string) string {
+func mediaType(a queue.Attachment, head []byte) string {
 	if mt, _, err := mime.ParseMediaType(a.ContentType); err == nil && mt != "" && mt != "application/octet-stream" {
 		return mt
 	}
@@ -257,14 +334,10 @@ func mediaType(a queue.Attachment, path string) string {
 		mt, _, _ = mime.ParseMediaType(mt)
 		return mt
 	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return "application/octet-stream"
+	if len(head) > 512 {
+		head = head[:512]
 	}
-	defer fh.Close()
-	head := make([]byte, 512)
-	n, _ := io.ReadFull(fh, head)
-	mt, _, _ := mime.ParseMediaType(http.DetectContentType(head[:n]))
+	mt, _, _ := mime.ParseMediaType(http.DetectContentType(head))
 	return mt
 }
 

@@ -82,7 +82,8 @@ func TestFetch(t *testing.T) {
 	srv := cdn(t, map[string]string{"/a/notes.txt": "hello\n", "/a/pic.png": "\x89PNG\r\n\x1a\n....", "/a/big.bin": strings.Repeat("x", 100)})
 	foreign := cdn(t, map[string]string{"/x.txt": "secret"})
 	f := NewFetcher(srv.URL+"/api/v9", 64, 1000)
-	dir := filepath.Join(t.TempDir(), "m1")
+	work := t.TempDir()
+	dir := filepath.Join(work, AttachmentsDir, "m1")
 	list := []queue.Attachment{
 		{Name: "notes.txt", URL: srv.URL + "/a/notes.txt", ContentType: "text/plain; charset=utf-8", Size: 6},
 		{Name: "../pic.png", URL: srv.URL + "/a/pic.png", Size: 12},
@@ -93,7 +94,7 @@ func TestFetch(t *testing.T) {
 		{Name: "missing.txt", URL: srv.URL + "/a/missing.txt", Size: 6},
 		{Name: "notes.txt", URL: srv.URL + "/a/notes.txt", Size: 6},
 	}
-	got := f.Fetch(context.Background(), dir, list)
+	got := f.Fetch(context.Background(), work, "m1", list)
 	type row struct{ Path, MediaType, Text, Problem string }
 	var rows []row
 	for _, g := range got {
@@ -120,13 +121,13 @@ func TestFetch(t *testing.T) {
 		t.Errorf("pic.png is not an image")
 	}
 	// A second run of the same prompt reuses the files it saved.
-	again := f.Fetch(context.Background(), dir, list[:1])
+	again := f.Fetch(context.Background(), work, "m1", list[:1])
 	if again[0].Path != got[0].Path {
 		t.Errorf("rerun saved %s, want the earlier %s", again[0].Path, got[0].Path)
 	}
 	// A different file of that name is never overwritten.
 	os.WriteFile(filepath.Join(dir, "other.txt"), []byte("mine"), 0o600)
-	other := f.Fetch(context.Background(), dir, []queue.Attachment{{Name: "other.txt", URL: srv.URL + "/a/notes.txt", Size: 6}})
+	other := f.Fetch(context.Background(), work, "m1", []queue.Attachment{{Name: "other.txt", URL: srv.URL + "/a/notes.txt", Size: 6}})
 	if filepath.Base(other[0].Path) != "other-2.txt" {
 		t.Errorf("saved as %s, want other-2.txt", other[0].Path)
 	}
@@ -142,7 +143,7 @@ func TestFetch(t *testing.T) {
 func TestFetchTotalLimit(t *testing.T) {
 	srv := cdn(t, map[string]string{"/a": strings.Repeat("a", 40), "/b": strings.Repeat("b", 40)})
 	f := NewFetcher(srv.URL, 50, 60)
-	got := f.Fetch(context.Background(), t.TempDir(), []queue.Attachment{
+	got := f.Fetch(context.Background(), t.TempDir(), "m", []queue.Attachment{
 		{Name: "a", URL: srv.URL + "/a", Size: 40},
 		{Name: "b", URL: srv.URL + "/b", Size: 40},
 	})
@@ -193,8 +194,9 @@ func TestCollect(t *testing.T) {
 	os.Mkdir(filepath.Join(outbox, "f-dir"), 0o700)
 	write("g-1.txt", "1")
 	write("g-2.txt", "2")
+	write("g-3.txt", "3")
 
-	c, err := Collect(work, 42, Limits{Files: 3, Bytes: 100, Secrets: func() []string { return []string{"Bot-SECRET-123456"} }})
+	c, err := Collect(work, 42, Limits{Files: 3, Bytes: 100, Guard: &Guard{Secrets: func() []string { return []string{"Bot-SECRET-123456"} }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,15 +211,16 @@ func TestCollect(t *testing.T) {
 			t.Errorf("%s: read %d bytes, size %d", f.Name, len(data), f.Size)
 		}
 	}
-	if d := cmp.Diff([]string{"a-report.csv", "e-inside.txt", "g-1.txt"}, names); d != "" {
+	if d := cmp.Diff([]string{"a-report.csv", "g-1.txt", "g-2.txt"}, names); d != "" {
 		t.Errorf("sent (-want +got):\n%s", d)
 	}
 	wantSkipped := []string{
 		"b-big.bin (200 B, over Discord's 100 B upload limit)",
 		"c-token.txt (it contains one of the gateway's secrets)",
-		"d-escape.txt (a link to a file outside the working directory)",
+		"d-escape.txt (a link; put the file itself in the outbox)",
+		"e-inside.txt (a link; put the file itself in the outbox)",
 		"f-dir (a folder; only files are sent)",
-		"g-2.txt (Discord takes 3 files per message)",
+		"g-3.txt (Discord takes 3 files per message)",
 	}
 	if d := cmp.Diff(wantSkipped, c.Skipped); d != "" {
 		t.Errorf("skipped (-want +got):\n%s", d)

@@ -1,16 +1,16 @@
 package files
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxFilesPerMessage is how many files Discord takes on one message.
@@ -23,9 +23,12 @@ type Outgoing struct {
 	// Path is where it is now (in sent/<event>/).
 	Path string
 	Size int64
-	// Root is the working directory, resolved: Read checks the file is
-	// still inside it.
+	// Root is the working directory, resolved: the file is read from
+	// there, without following links, when its message is posted.
 	Root string
+	// Data, when set, is the content, already read and checked: nothing
+	// is looked up again.
+	Data []byte
 }
 
 // Collected is what Collect took from an outbox.
@@ -50,54 +53,85 @@ type Limits struct {
 	// limit).
 	Files int
 	Bytes int64
-	// Secrets, if set, returns the strings no uploaded file may contain
-	// (the Discord token, webhook secrets): the gateway reads files as
-	// itself, which may see more than the agent can.
-	Secrets func() []string
+	// Guard decides which files may go and reads them as the agent would.
+	Guard *Guard
 }
 
 // Collect takes the files the agent left in workDir's outbox for the reply
 // to event: each entry is moved to sent/<event>/, whether it is sent or
 // not, so that no file goes out twice (two channels may share a working
-// directory) and none is reported twice. Only regular files are sent; a
-// symbolic link is followed only when it stays inside workDir. Files past
-// the limits are named in Skipped. Entries are taken in name order.
+// directory) and none is reported twice. .gateway, its outbox and sent
+// folders must be real folders of the agent's (a link or another user's
+// folder is an error and nothing moves); every move is made relative to
+// those open folders. Only regular files the agent could read are sent,
+// never a link. Files past the limits are named in Skipped. Entries are
+// taken in name order.
 func Collect(workDir string, event uint64, lim Limits) (Collected, error) {
 	var c Collected
-	outbox := filepath.Join(workDir, OutboxDir)
-	entries, err := os.ReadDir(outbox)
-	if errors.Is(err, os.ErrNotExist) || len(entries) == 0 {
+	g := lim.Guard
+	if g == nil {
+		g = &Guard{}
+	}
+	root, err := openDir(workDir)
+	if err != nil {
+		return c, fmt.Errorf("open the working directory: %w", WithoutPath(err))
+	}
+	defer unix.Close(root)
+	gw, err := g.folder(root, GatewayDir, false)
+	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
 	if err != nil {
-		return c, fmt.Errorf("read the outbox: %w", err)
+		return c, fmt.Errorf("open %s: %w", GatewayDir, err)
 	}
-	root, err := filepath.EvalSymlinks(workDir)
+	defer unix.Close(gw)
+	outbox, err := g.folder(gw, filepath.Base(OutboxDir), false)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
 	if err != nil {
-		return c, fmt.Errorf("resolve the working directory: %w", err)
+		return c, fmt.Errorf("open %s: %w", OutboxDir, err)
 	}
-	sent := filepath.Join(workDir, SentDir, strconv.FormatUint(event, 10))
-	if err := os.MkdirAll(sent, 0o700); err != nil {
-		return c, fmt.Errorf("create %s: %w", SentDir, err)
+	defer unix.Close(outbox)
+	entries, err := readDir(outbox)
+	if err != nil {
+		return c, fmt.Errorf("read %s: %w", OutboxDir, err)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	entries = slices.DeleteFunc(entries, func(name string) bool {
+		return strings.HasPrefix(name, ".") // a file still being written (temp names) or hidden
+	})
+	if len(entries) == 0 {
+		return c, nil
+	}
+	resolved, err := filepath.EvalSymlinks(workDir)
+	if err != nil {
+		return c, fmt.Errorf("resolve the working directory: %w", WithoutPath(err))
+	}
+	sentDir, err := g.folder(gw, filepath.Base(SentDir), true)
+	if err != nil {
+		return c, fmt.Errorf("open %s: %w", SentDir, err)
+	}
+	defer unix.Close(sentDir)
+	folder := strconv.FormatUint(event, 10)
+	sent, err := g.folder(sentDir, folder, true)
+	if err != nil {
+		return c, fmt.Errorf("open %s/%s: %w", SentDir, folder, err)
+	}
+	defer unix.Close(sent)
+	sort.Strings(entries)
 	files := lim.Files
 	if files <= 0 || files > MaxFilesPerMessage {
 		files = MaxFilesPerMessage
 	}
+	f := g.fence()
 	var total int64
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue // a file still being written (temp names) or hidden
-		}
-		src := filepath.Join(outbox, name)
-		dst := freeName(sent, SafeName(name))
-		if err := os.Rename(src, dst); err != nil {
+	for _, name := range entries {
+		dst, err := move(outbox, name, sent, SafeName(name))
+		if err != nil {
 			c.Skipped = append(c.Skipped, SafeName(name)+" (could not be taken from the outbox)")
 			continue
 		}
-		size, why := check(dst, root, lim)
+		size, why := g.check(f, sent, dst, lim)
 		switch {
 		case why != "":
 			c.Skipped = append(c.Skipped, SafeName(name)+" ("+why+")")
@@ -107,69 +141,82 @@ func Collect(workDir string, event uint64, lim Limits) (Collected, error) {
 			c.Skipped = append(c.Skipped, SafeName(name)+fmt.Sprintf(" (over Discord's %s upload limit with the others)", byteSize(lim.Bytes)))
 		default:
 			total += size
-			c.Files = append(c.Files, Outgoing{Name: filepath.Base(dst), Path: dst, Size: size, Root: root})
+			c.Files = append(c.Files, Outgoing{Name: dst, Path: filepath.Join(resolved, SentDir, folder, dst), Size: size, Root: resolved})
 		}
 	}
 	return c, nil
 }
 
-// freeName is dir/name, or a numbered variant of it that does not exist.
-func freeName(dir, name string) string {
-	path := filepath.Join(dir, name)
-	for n := 2; n < 1000; n++ {
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			return path
-		}
-		path = filepath.Join(dir, numbered(name, n))
+// readDir lists the folder dirfd.
+func readDir(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, WithoutPath(err)
 	}
-	return path // the rename then fails and the file is named as skipped
+	d := os.NewFile(uintptr(fd), OutboxDir)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	return names, WithoutPath(err)
 }
 
-// check says why the outbox entry at path may not be sent ("" if it may)
-// and its size.
-func check(path, root string, lim Limits) (int64, string) {
-	st, err := os.Lstat(path)
-	if err != nil {
-		return 0, "could not be read"
-	}
-	if st.Mode()&os.ModeSymlink != 0 {
-		target, err := filepath.EvalSymlinks(path)
-		if err != nil {
-			return 0, "a link to nothing"
-		}
-		if !inside(root, target) {
-			return 0, "a link to a file outside the working directory"
-		}
-		if st, err = os.Stat(target); err != nil {
-			return 0, "could not be read"
-		}
-	}
-	switch {
-	case st.IsDir():
-		return 0, "a folder; only files are sent"
-	case !st.Mode().IsRegular():
-		return 0, "not a regular file"
-	case st.Size() == 0:
-		return 0, "empty"
-	case lim.Bytes > 0 && st.Size() > lim.Bytes:
-		return 0, fmt.Sprintf("%s, over Discord's %s upload limit", byteSize(st.Size()), byteSize(lim.Bytes))
-	}
-	if lim.Secrets != nil {
-		data, err := Read(path, root, st.Size())
-		if err != nil {
-			return 0, "could not be read"
-		}
-		for _, s := range lim.Secrets() {
-			if len(s) >= 8 && bytes.Contains(data, []byte(s)) {
-				return 0, "it contains one of the gateway's secrets"
+// move renames name in the folder from to a free name (want, or a
+// numbered variant of it) in the folder to, never replacing what is
+// there, and returns the name it got.
+func move(from int, name string, to int, want string) (string, error) {
+	dst := want
+	for n := 2; n <= 1000; n++ {
+		err := unix.Renameat2(from, name, to, dst, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			// A file system without RENAME_NOREPLACE: look first. The
+			// folders are the agent's; a race there only replaces the
+			// agent's own entry.
+			var st unix.Stat_t
+			if err = unix.Fstatat(to, dst, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+				err = unix.EEXIST
+			} else if errors.Is(err, unix.ENOENT) {
+				err = unix.Renameat(from, name, to, dst)
 			}
 		}
+		if !errors.Is(err, unix.EEXIST) {
+			return dst, err
+		}
+		dst = numbered(want, n)
 	}
-	return st.Size(), ""
+	return "", unix.EEXIST
+}
+
+// check says why the entry name in the folder dirfd may not be sent (""
+// if it may) and its size; the file is read as the agent could.
+func (g *Guard) check(f *fence, dirfd int, name string, lim Limits) (int64, string) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, "could not be read"
+	}
+	switch mode := st.Mode & unix.S_IFMT; {
+	case mode == unix.S_IFLNK:
+		return 0, "a link; put the file itself in the outbox"
+	case mode == unix.S_IFDIR:
+		return 0, "a folder; only files are sent"
+	case mode != unix.S_IFREG:
+		return 0, "not a regular file"
+	case st.Size == 0:
+		return 0, "empty"
+	case lim.Bytes > 0 && st.Size > lim.Bytes:
+		return 0, fmt.Sprintf("%s, over Discord's %s upload limit", byteSize(st.Size), byteSize(lim.Bytes))
+	}
+	data, err := g.readAt(f, dirfd, name, st.Size)
+	switch {
+	case errors.Is(err, ErrSecret), errors.Is(err, ErrState), errors.Is(err, ErrDenied):
+		return 0, err.Error()
+	case err != nil:
+		return 0, "could not be read"
+	}
+	return int64(len(data)), ""
 }
 
 // Taken describes again a file Collect took, from its path (recorded
-// with a reply a restart delivers).
+// with a reply a restart delivers). It is read, and checked again, when
+// its message is posted.
 func Taken(path string) (Outgoing, error) {
 	dir, _, ok := strings.Cut(path, string(filepath.Separator)+SentDir+string(filepath.Separator))
 	if !ok {
@@ -179,48 +226,19 @@ func Taken(path string) (Outgoing, error) {
 	if err != nil {
 		return Outgoing{}, err
 	}
-	st, err := os.Stat(path)
+	st, err := os.Lstat(path)
 	if err != nil {
 		return Outgoing{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return Outgoing{}, fmt.Errorf("%s: %w", filepath.Base(path), ErrNotFile)
 	}
 	return Outgoing{Name: filepath.Base(path), Path: path, Size: st.Size(), Root: root}, nil
 }
 
-// Read returns the content of a file Collect took, at most max bytes,
-// checking again that it is a regular file inside root: the agent can
-// still change the working directory after Collect looked.
+// Read returns the content of a file at path below root, at most max
+// bytes, as the gateway's own user, never through a link below root: a
+// Guard with nothing to protect (see Guard.Read).
 func Read(path, root string, max int64) ([]byte, error) {
-	target, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return nil, err
-	}
-	if !inside(root, target) {
-		return nil, errors.New("the file now points outside the working directory")
-	}
-	f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, errors.New("the file grew past the upload limit")
-	}
-	return data, nil
-}
-
-// inside reports whether path is root or below it.
-func inside(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+	return (&Guard{}).Read(path, root, max)
 }

@@ -149,14 +149,11 @@ func (m channelModels) SetModel(channelID, model string) error {
 
 // newActions builds the actions' environment from the config; NewCore
 // adds the memory and the models, the caller Discord, the confirmations
-// and the cron jobs.
-func newActions(cfg *config.Config, uploadLimit int64, secrets func() []string) *actions.Env {
+// and the cron jobs. guard decides which files sendFile may send.
+func newActions(cfg *config.Config, uploadLimit int64, guard *files.Guard) *actions.Env {
 	return &actions.Env{
 		ResolveFile: func(workDir, path string) (string, error) {
-			if !filepath.IsAbs(path) {
-				path = filepath.Join(workDir, path)
-			}
-			return allowedFile([]string{workDir}, path, uploadLimit, secrets)
+			return sendable(guard, workDir, path, uploadLimit)
 		},
 		ChannelAllowed: func(id string) bool {
 			return len(cfg.AllowedChannelIDs) == 0 || slices.Contains(cfg.AllowedChannelIDs, id)
@@ -166,6 +163,40 @@ func newActions(cfg *config.Config, uploadLimit int64, secrets func() []string) 
 		MaxPerTurn:    cfg.ActionsMaxPerTurn,
 		MaxDefer:      cfg.DeferMax,
 	}
+}
+
+// sendable returns the real path of the file a sendFile action names,
+// relative to the working directory or absolute inside it, once guard has
+// read it as the agent could (never through a link, never the gateway's
+// state, no secret in it). The upload reads it again the same way
+// (discord's Bot.uploads), so a file swapped in between is checked too.
+// Errors name the file, not where it is.
+func sendable(guard *files.Guard, workDir, path string, limit int64) (string, error) {
+	name := files.SafeName(filepath.Base(path))
+	real, err := filepath.EvalSymlinks(workDir)
+	if err != nil {
+		return "", fmt.Errorf("%s: the working directory cannot be opened: %w", name, files.WithoutPath(err))
+	}
+	rel := path
+	if filepath.IsAbs(path) {
+		// The agent may name it from the working directory as it was
+		// given or as it resolves.
+		rel = ""
+		for _, root := range []string{workDir, real} {
+			if r, err := filepath.Rel(root, path); err == nil && filepath.IsLocal(r) {
+				rel = r
+				break
+			}
+		}
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s is outside the working directory", name)
+	}
+	full := filepath.Join(real, rel)
+	if _, err := guard.Read(full, real, limit); err != nil {
+		return "", fmt.Errorf("%s: %w", name, fileProblem(err, limit))
+	}
+	return full, nil
 }
 
 // deferrals keeps the agent's deferred prompts (actions.Deferrer) and

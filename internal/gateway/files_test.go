@@ -385,7 +385,7 @@ func TestOutboxFilesGoWithTheReply(t *testing.T) {
 
 	m := h.mention(h.channel, "send me the report")
 	answer := h.waitAnswer(h.channel, m.ID)
-	if want := "Answer 1.\n\n_(Not attached: escape.txt (a link to a file outside the working directory).)_"; answer.Content != want {
+	if want := "Answer 1.\n\n_(Not attached: escape.txt (a link; put the file itself in the outbox).)_"; answer.Content != want {
 		t.Errorf("answer = %q, want %q", answer.Content, want)
 	}
 	type sent struct{ Name, Data string }

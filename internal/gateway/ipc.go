@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -20,10 +18,17 @@ import (
 // IPCDir is the folder of proactive messages inside CONFIG_DIR.
 const IPCDir = "ipc"
 
-// newIPC watches CONFIG_DIR/ipc/outbound for messages to post.
-func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, secrets func() []string, log zerolog.Logger) (*ipc.Watcher, error) {
+// newIPC watches CONFIG_DIR/ipc/outbound for messages to post. A message
+// may come from the agent (AGENT_USER may write ipc/outbound), so its
+// files are read as guard reads the agent's: the IPC folder is the only
+// state folder they may come from.
+func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, guard *files.Guard, log zerolog.Logger) (*ipc.Watcher, error) {
 	dir := filepath.Join(cfg.ConfigDir, IPCDir)
-	files := ipcFiles{roots: func() []string { return ipcRoots(cfg, dir) }, limit: uploadLimit, secrets: secrets}
+	g := *guard
+	if guard.State != nil {
+		g.State = func(name string) bool { return name != IPCDir && guard.State(name) }
+	}
+	files := ipcFiles{roots: func() []string { return ipcRoots(cfg, dir) }, limit: uploadLimit, guard: &g}
 	runAs, err := RunAs(cfg)
 	if err != nil {
 		return nil, err
@@ -80,63 +85,47 @@ func ipcRoots(cfg *config.Config, dir string) []string {
 // ipcFiles decides which files an IPC message may attach.
 type ipcFiles struct {
 	// roots are resolved when a file is: the folders may be created or
-	// moved while the gateway runs.
-	roots   func() []string
-	limit   int64
-	secrets func() []string
+	// moved while the gateway runs. The first is the IPC folder.
+	roots func() []string
+	limit int64
+	guard *files.Guard
 }
 
 // resolve turns a files entry (relative to CONFIG_DIR/ipc, or absolute)
-// into the real path of a file allowedFile lets out.
+// into the real path of a file the roots' guard lets out.
 func (f ipcFiles) resolve(path string) (string, error) {
 	roots := f.roots()
 	if !filepath.IsAbs(path) && len(roots) > 0 {
 		path = filepath.Join(roots[0], path)
 	}
-	return allowedFile(roots, path, f.limit, f.secrets)
-}
-
-// allowedFile returns the real path of path when it is a regular file
-// inside one of roots (resolved, symbolic links followed), small enough to
-// upload and holding none of the gateway's secrets; the error says why
-// not, naming the file but no server path.
-func allowedFile(roots []string, path string, limit int64, secrets func() []string) (string, error) {
-	name := filepath.Base(path)
+	name := files.SafeName(filepath.Base(path))
+	// Links are followed here only to learn which root the file is in;
+	// it is then read from that root without following any.
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
 	}
-	inside := slices.ContainsFunc(roots, func(root string) bool {
+	for _, root := range roots {
 		if r, err := filepath.EvalSymlinks(root); err == nil {
 			root = r
 		}
-		rel, err := filepath.Rel(root, real)
-		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-	})
-	if !inside {
-		return "", fmt.Errorf("%s is outside the folders files may be sent from", name)
-	}
-	st, err := os.Stat(real)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
-	case !st.Mode().IsRegular():
-		return "", fmt.Errorf("%s is not a regular file", name)
-	case st.Size() > limit:
-		return "", fmt.Errorf("%s is larger than Discord's upload limit", name)
-	}
-	data, err := files.Read(real, filepath.Dir(real), limit)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
-	}
-	if secrets != nil {
-		for _, s := range secrets() {
-			if len(s) >= 8 && strings.Contains(string(data), s) {
-				return "", errors.New(name + " contains one of the gateway's secrets")
-			}
+		if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
+			continue
 		}
+		if _, err := f.guard.Read(real, root, f.limit); err != nil {
+			return "", fmt.Errorf("%s: %w", name, fileProblem(err, f.limit))
+		}
+		return real, nil
 	}
-	return real, nil
+	return "", fmt.Errorf("%s is outside the folders files may be sent from", name)
+}
+
+// fileProblem words why a file may not be sent, with no server path.
+func fileProblem(err error, limit int64) error {
+	if errors.Is(err, files.ErrTooLarge) {
+		return fmt.Errorf("larger than Discord's upload limit (%d MB)", limit>>20)
+	}
+	return files.WithoutPath(err)
 }
 
 // secretsOf returns the strings no file the gateway uploads may

@@ -131,6 +131,19 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	ctl := newControls(cfg, nil, ledger, cfg.Backend, nil, log.With().Str("component", "controls").Logger())
 	dopts.CardWarning = ctl.warning
+	var sched *schedule.Scheduler
+	secrets := secretsOf(cfg, func() []schedule.Webhook {
+		if sched == nil {
+			return nil
+		}
+		return sched.Webhooks()
+	})
+	// One guard for every file the agent sends: outbox, sendFile, IPC.
+	guard, err := newGuard(cfg, opts.EnvFile, secrets)
+	if err != nil {
+		return err
+	}
+	dopts.Files = guard
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {
 		return err
@@ -143,13 +156,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}()
 	// The schedule files are guarded before anything reads them: a held
 	// change the gateway stopped on is put back first (see internal/hold).
-	var sched *schedule.Scheduler
-	secrets := secretsOf(cfg, func() []schedule.Webhook {
-		if sched == nil {
-			return nil
-		}
-		return sched.Webhooks()
-	})
 	checkWebhooks := func() {
 		if cfg.WebhookAddr != "" && sched != nil {
 			logDisabledWebhooks(sched.Webhooks(), cfg.Lookup, log)
@@ -177,10 +183,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// With DISCORD_ACTIONS off too: nothing teaches the agent the actions
 	// then, and a block it writes anyway is reported as refused, not
 	// posted as it stands.
-	acts := &actionRunner{env: newActions(cfg, int64(dopts.UploadLimit), secrets), guildOf: bot.GuildOf,
+	acts := &actionRunner{env: newActions(cfg, int64(dopts.UploadLimit), guard), guildOf: bot.GuildOf,
 		log: log.With().Str("component", "actions").Logger()}
 	acts.env.Discord, acts.env.Confirm, acts.env.Presence, acts.env.Reactions = bot, bot, bot, bot
 	var costs agent.CostRecorder = ctl
+	fetcher := files.NewFetcher(cfg.DiscordAPIBaseURL, int64(cfg.MaxAttachmentMB)<<20, int64(cfg.MaxAttachmentsMB)<<20)
+	fetcher.Guard = guard
 	var enqueued func(queue.Event, error)
 	if mon != nil {
 		costs, enqueued = costRecorders{ctl, mon}, mon.Enqueued
@@ -197,13 +205,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 			mon.Started(e)
 			durable.started(e)
 		},
-		Costs:    costs,
-		Enqueued: enqueued,
-		Admit:    ctl.admit,
-		Attachments: files.NewFetcher(cfg.DiscordAPIBaseURL,
-			int64(cfg.MaxAttachmentMB)<<20, int64(cfg.MaxAttachmentsMB)<<20),
-		Outbox:  &files.Limits{Files: files.MaxFilesPerMessage, Bytes: int64(dopts.UploadLimit), Secrets: secrets},
-		Actions: acts,
+		Costs:       costs,
+		Enqueued:    enqueued,
+		Admit:       ctl.admit,
+		Attachments: fetcher,
+		Outbox:      &files.Limits{Files: files.MaxFilesPerMessage, Bytes: int64(dopts.UploadLimit), Guard: guard},
+		Actions:     acts,
 		OnDone: func(e queue.Event, out agent.Outcome) {
 			durable.done(e, out)
 			mon.Done(e, out)
@@ -362,7 +369,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		reloadEvery = 2 * time.Second
 	}
 	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
-	if w, err := newIPC(cfg, bot, int64(dopts.UploadLimit), secrets, log); err != nil {
+	if w, err := newIPC(cfg, bot, int64(dopts.UploadLimit), guard, log); err != nil {
 		log.Error().Err(files.WithoutPath(err)).Msg("the IPC folder cannot be watched; files dropped into ipc/outbound are not posted")
 	} else {
 		go w.Run(bgCtx)
