@@ -22,7 +22,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: help build release test lint fuzz conformance chaos clis bench footprint soak clean browser
+.PHONY: help build run chat release test lint fuzz conformance chaos clis bench footprint soak clean browser
 .DEFAULT_GOAL := build
 
 help: ## list the targets
@@ -30,6 +30,17 @@ help: ## list the targets
 
 build: ## build bin/gateway: static (CGO_ENABLED=0), stripped, with the version
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
+
+# make run and make chat put the pinned claude in .tools/ first on PATH, so
+# the gateway finds it there (AGENT_CLI_PATH, in the environment or .env,
+# still wins). ARGS go to the command: make chat ARGS='-m "hello"'.
+RUN_PATH := $(TOOLS)/claude/node_modules/.bin:$(PATH)
+
+run: build $(call cli_stamp,claude) ## build, install the pinned claude into .tools/ when missing, and run the gateway (key and token in .env)
+	PATH="$(RUN_PATH)" ./bin/gateway run $(ARGS)
+
+chat: build $(call cli_stamp,claude) ## the same, with the terminal as the channel: no Discord needed (the key in .env)
+	PATH="$(RUN_PATH)" ./bin/gateway chat $(ARGS)
 
 # make release: one static binary per platform, named with the version, and
 # their checksums, in dist/.

@@ -2,12 +2,23 @@ package gateway
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/cost"
+	"github.com/agentgateway/gateway/internal/deferred"
+	"github.com/agentgateway/gateway/internal/dirlock"
+	"github.com/agentgateway/gateway/internal/discord"
+	agentfiles "github.com/agentgateway/gateway/internal/files"
+	gw "github.com/agentgateway/gateway/internal/gateway"
+	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/session"
 )
 
 // find returns the first submatch of pattern in the file at path.
@@ -57,5 +68,94 @@ func TestDockerfilePinsMatch(t *testing.T) {
 	}
 	if got, want := find(t, "Dockerfile", `(?m)^ARG GO_VERSION=(\S+)$`), find(t, "go.mod", `(?m)^go (\S+)$`); got != want {
 		t.Errorf("Dockerfile builds with Go %s, go.mod says %s", got, want)
+	}
+}
+
+// The systemd unit's comments install the file `make release` builds and
+// the claude CLI where the Dockerfile has it.
+func TestSystemdUnitNamesWhatIsBuilt(t *testing.T) {
+	out := find(t, "Makefile", `(?m)out=(dist/gateway-\$\(VERSION\)-\$\$os-\$\$arch)`)
+	release := strings.NewReplacer("$(VERSION)", "<version>", "$$os", "linux", "$$arch", "amd64").Replace(out)
+	unit, err := os.ReadFile("contrib/systemd/gateway.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(unit), "install -m 755 "+release+" /usr/local/bin/gateway") {
+		t.Errorf("the unit does not install %s, the file make release builds", release)
+	}
+	// node's images install global packages under /usr/local.
+	if img := find(t, "Dockerfile", `(?m)^FROM (node:\S+)\s*$`); !strings.HasPrefix(img, "node:") ||
+		!strings.Contains(find(t, "Dockerfile", `(npm install -g [^\n]*claude-code)`), "npm install -g") {
+		t.Fatalf("the Dockerfile no longer installs claude with npm -g on a node image: check the unit's claude path")
+	}
+	if !strings.Contains(string(unit), "/usr/local/bin/claude") {
+		t.Errorf("the unit does not name /usr/local/bin/claude, where the Dockerfile's npm install -g puts claude")
+	}
+}
+
+// A quick start from the clone (make run, make chat) leaves nothing the
+// gateway writes into the example CONFIG_DIR untracked: .gitignore lists
+// every state file and folder.
+func TestGitignoreListsTheState(t *testing.T) {
+	data, err := os.ReadFile(".gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := map[string]bool{}
+	for _, l := range strings.Split(string(data), "\n") {
+		ignored[strings.TrimSpace(l)] = true
+	}
+	files := []string{dirlock.FileName, session.FileName, discord.StateFile, discord.QuestionsFile,
+		gw.InboxFile, cost.FileName, deferred.FileName, hold.StateFile, gw.ActivityFile}
+	dirs := []string{gw.ArchiveDir, gw.IPCDir, agentfiles.GatewayDir}
+	for _, f := range files {
+		if !ignored["/config/"+f] {
+			t.Errorf(".gitignore lacks /config/%s", f)
+		}
+	}
+	for _, d := range dirs {
+		if !ignored["/config/"+d+"/"] {
+			t.Errorf(".gitignore lacks /config/%s/", d)
+		}
+	}
+}
+
+// make run and make chat are the two commands of the quick start: they
+// build, install the pinned claude into .tools/ only when it is missing,
+// and start the gateway with that claude first on PATH.
+func TestMakeRunAndChat(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	version := find(t, "Makefile", `(?m)^claude_VERSION\s*:=\s*(\S+)$`)
+	tools := t.TempDir()
+	dryRun := func(target string) string {
+		t.Helper()
+		out, err := exec.Command("make", "-n", target, "TOOLS="+tools).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %s: %v\n%s", target, err, out)
+		}
+		return string(out)
+	}
+	for _, target := range []string{"run", "chat"} {
+		out := dryRun(target)
+		for _, want := range []string{
+			"go build", "@anthropic-ai/claude-code@" + version,
+			`PATH="` + tools + `/claude/node_modules/.bin:`, "./bin/gateway " + target,
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("make %s lacks %q:\n%s", target, want, out)
+			}
+		}
+	}
+	// Installed once: not again.
+	if err := os.MkdirAll(filepath.Join(tools, "claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "claude", ".installed-"+version), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := dryRun("run"); strings.Contains(out, "npm install") {
+		t.Errorf("make run installs claude again:\n%s", out)
 	}
 }

@@ -40,6 +40,12 @@ with the terminal as the channel: one prompt per line on stdin (or -m TEXT),
 replies on stdout. The session lasts for the whole chat; --session NAME keeps
 it in sessions.json so a later chat with the same name continues it.
 
+In a permission mode that asks before tools (acceptEdits, default, plan;
+acceptEdits is the default as root), chat asks in the terminal as Discord
+does with buttons: Allow Bash "npm test"? [y/N/a]. y allows the call, N or
+Enter denies it, a allows the same call for the rest of the chat. Without a
+terminal on stdin nobody can answer, and the CLI denies those calls.
+
 Ctrl-C during a turn stops it and returns to the prompt; Ctrl-C or Ctrl-D at
 the prompt quits. chat takes CONFIG_DIR's lock, like run: stop a gateway
 running on the same CONFIG_DIR first, or chat with another CONFIG_DIR.
@@ -120,9 +126,19 @@ func runChat(ctx context.Context, opts chatOptions) error {
 	becomeNonDumpable(log)
 	becomeSubreaper(log)
 
-	replier := &chatReplier{out: opts.io.out, status: status}
+	input := newInputLines(opts.io.in)
+	defer input.close()
+	printer := &chatReplier{out: opts.io.out, status: status}
 	if !status.enabled {
-		replier.tools = errOut
+		printer.tools = errOut
+	}
+	var replier agent.Replier = printer
+	// In a mode that asks before tools, a terminal answers as Discord's
+	// buttons do; without one (prompts piped in) the CLI runs one turn per
+	// process and denies what it would have asked about.
+	askHere := cfg.PermissionMode != permissionBypass && opts.io.isTTY(opts.io.in)
+	if askHere {
+		replier = &askingReplier{printer, &terminalApprover{errOut: errOut, status: status, lines: input.lines, timeout: cfg.ApprovalTimeout}}
 	}
 	done := make(chan agent.Outcome, 1)
 	core, err := gateway.NewCore(cfg, gateway.CoreOptions{
@@ -130,7 +146,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		Replier: replier,
 		OnDone:  func(_ queue.Event, out agent.Outcome) { done <- out },
 		EnvFile: opts.envFile,
-		OneShot: true,
+		OneShot: !askHere,
 	}, log)
 	if agentUserProblem(err) {
 		return &configError{err}
@@ -157,7 +173,7 @@ func runChat(ctx context.Context, opts chatOptions) error {
 		fmt.Fprintln(errOut, chatBanner(ctx, cfg, core, opts, key))
 	}
 
-	c := &chat{opts: opts, core: core, status: status, done: done, key: key}
+	c := &chat{opts: opts, core: core, status: status, done: done, key: key, input: input}
 	if opts.message != "" {
 		return c.ask(ctx, opts.message)
 	}
@@ -171,6 +187,8 @@ type chat struct {
 	status *statusLine
 	done   <-chan agent.Outcome
 	key    string
+	// input is where prompts come from, and the answers to approvals.
+	input *inputLines
 }
 
 // ask runs one prompt and waits for its answer. An interrupt stops the
@@ -228,24 +246,7 @@ func (c *chat) stop() (running bool) {
 // not a terminal, so a script sees a failure.
 func (c *chat) loop(ctx context.Context, interactive bool) error {
 	errOut := c.opts.io.errOut
-	lines := make(chan string)
-	readErr := make(chan error, 1)
-	quit := make(chan struct{})
-	defer close(quit)
-	go func() {
-		sc := bufio.NewScanner(c.opts.io.in)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-quit:
-				return
-			}
-		}
-		readErr <- sc.Err()
-		close(lines)
-	}()
-
+	lines := c.input.lines()
 	var failed error
 	for {
 		if interactive {
@@ -258,7 +259,7 @@ func (c *chat) loop(ctx context.Context, interactive bool) error {
 				if interactive {
 					fmt.Fprintln(errOut) // Ctrl-D: end the prompt's line
 				}
-				if err := <-readErr; err != nil {
+				if err := <-c.input.err; err != nil {
 					return fmt.Errorf("read prompts: %w", err)
 				}
 				return failed
@@ -314,6 +315,17 @@ func chatBanner(ctx context.Context, cfg *config.Config, core *gateway.Core, opt
 		}
 	}
 	return fmt.Sprintf("gateway chat · %s · CONFIG_DIR %s · session %s\nCtrl-C stops a turn; Ctrl-C or Ctrl-D at the prompt quits.", cli, cfg.ConfigDir, session)
+}
+
+// permissionBypass is the permission mode that never asks.
+const permissionBypass = "bypassPermissions"
+
+// newLineScanner reads the chat's input: a prompt may be long (a pasted
+// file), up to 1 MiB a line.
+func newLineScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	return sc
 }
 
 func isTerminal(v any) bool {

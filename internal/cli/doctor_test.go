@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -132,5 +134,60 @@ func TestMakeConfigDirPrivate(t *testing.T) {
 				t.Errorf("mode %04o, want %04o", got, tt.want)
 			}
 		})
+	}
+}
+
+// The Dockerfile's HEALTHCHECK runs `gateway healthcheck`: an operator who
+// reads it finds the command in --help.
+func TestHelpListsHealthcheck(t *testing.T) {
+	code, out, errOut := runCode(t, "", "--help")
+	if code != exitOK {
+		t.Fatalf("--help: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "\n  healthcheck ") {
+		t.Errorf("--help does not list healthcheck:\n%s", out)
+	}
+}
+
+// A DISCORD_GATEWAY_URL that answers the websocket handshake with an HTTP
+// error (here a 404: the REST base given as the gateway) can never work:
+// run stops at once naming the setting, instead of retrying "bad
+// handshake" until the connect timeout, and exits 2 like any other
+// configuration problem.
+func TestRunStopsOnAGatewayURLThatCannotWork(t *testing.T) {
+	fd := fakediscord.Start(t)
+	wrong := strings.TrimSuffix(fd.GatewayURL(), "/gateway") + "/api/gateway" // no such path
+	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs),
+		"DISCORD_BOT_TOKEN="+fakediscord.DefaultToken,
+		"DISCORD_API_BASE_URL="+fd.APIBaseURL(),
+		"DISCORD_GATEWAY_URL="+wrong)
+	t.Setenv("DISCORD_BOT_TOKEN", "")
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// The Discord client may still log its last reconnect attempt.
+		var out, errOut lockedWriter
+		code := run(ctx, []string{"run", "--env-file", envFile}, streams{in: strings.NewReader(""), out: &out, errOut: &errOut})
+		done <- result{code, errOut.String()}
+	}()
+	select {
+	case r := <-done:
+		if r.code != exitConfig {
+			t.Errorf("exit %d, want %d", r.code, exitConfig)
+		}
+		for _, want := range []string{"HTTP 404", "DISCORD_GATEWAY_URL"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	case <-time.After(20 * time.Second):
+		cancel()
+		r := <-done
+		t.Fatalf("run kept retrying a gateway URL that answers 404:\n%s", r.stderr)
 	}
 }

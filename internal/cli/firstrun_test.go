@@ -110,6 +110,11 @@ func cliEnv(t *testing.T, cli string, extra ...string) (envFile, configDir strin
 	return envFile, configDir
 }
 
+// printMode is the permission mode of the terminal tests whose fake CLI
+// reads one prompt to the end of its input: in a mode that asks, a chat
+// on a terminal runs claude interactively, to ask about its tools.
+const printMode = "PERMISSION_MODE=bypassPermissions"
+
 // terminal is a chat on pipes that pretends to be a terminal.
 type terminal struct {
 	stdin      *io.PipeWriter
@@ -140,7 +145,7 @@ func (term *terminal) exit(t *testing.T) int {
 }
 
 func TestChatCtrlCStopsTheTurnAndReturnsToThePrompt(t *testing.T) {
-	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs))
+	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs), printMode)
 	term := startChat(t, "--env-file", envFile)
 	term.err.waitFor(t, "> ", 1)
 	io.WriteString(term.stdin, "please hang\n")
@@ -164,7 +169,7 @@ func TestChatCtrlCStopsTheTurnAndReturnsToThePrompt(t *testing.T) {
 }
 
 func TestChatCtrlCAtThePromptQuits(t *testing.T) {
-	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs))
+	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs), printMode)
 	term := startChat(t, "--env-file", envFile)
 	term.err.waitFor(t, "> ", 1)
 	term.interrupts <- os.Interrupt
@@ -177,7 +182,7 @@ func TestChatCtrlCAtThePromptQuits(t *testing.T) {
 }
 
 func TestChatMessageCtrlCExits130(t *testing.T) {
-	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs))
+	envFile, _ := cliEnv(t, scriptCLI(t, answersOrHangs), printMode)
 	term := startChat(t, "--env-file", envFile, "-m", "hang")
 	term.err.waitFor(t, "· Read", 1)
 	term.interrupts <- os.Interrupt
@@ -187,7 +192,7 @@ func TestChatMessageCtrlCExits130(t *testing.T) {
 }
 
 func TestChatBannerAndIndicator(t *testing.T) {
-	envFile, configDir := cliEnv(t, scriptCLI(t, answersOrHangs))
+	envFile, configDir := cliEnv(t, scriptCLI(t, answersOrHangs), printMode)
 	term := startChat(t, "--env-file", envFile, "--session", "docs")
 	term.err.waitFor(t, "> ", 1)
 	banner := term.err.String()

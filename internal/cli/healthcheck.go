@@ -21,15 +21,14 @@ type healthcheckOptions struct {
 }
 
 // newHealthcheckCmd is the container's HEALTHCHECK: a GET of the admin
-// server's /healthz, so the image needs no curl. It is hidden, since an
-// operator asks `gateway doctor` or the admin server itself.
+// server's /healthz, so the image needs no curl. It is listed in --help, as
+// the Dockerfile and scripts use it.
 func newHealthcheckCmd(io streams) *cobra.Command {
 	opts := healthcheckOptions{io: io}
 	cmd := &cobra.Command{
-		Use:    "healthcheck",
-		Short:  "Exit 0 when the admin server's /healthz answers 200, else 1",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:   "healthcheck",
+		Short: "Exit 0 when the admin server's /healthz answers 200, else 1 (the Dockerfile's HEALTHCHECK)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			return runHealthcheck(cmd.Context(), opts)

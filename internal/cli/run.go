@@ -16,6 +16,7 @@ import (
 	"github.com/agentgateway/gateway/internal/agentuser"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/dirlock"
+	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/sdnotify"
@@ -96,9 +97,10 @@ func runRun(ctx context.Context, opts runOptions) error {
 		},
 	}, log)
 	tellStopping()
-	// An AGENT_USER setup that does not hold is the operator's to fix,
-	// like a bad setting.
-	if agentUserProblem(err) {
+	// An AGENT_USER setup that does not hold, or a gateway URL that can
+	// never work, is the operator's to fix, like a bad setting.
+	var handshake *discord.HandshakeError
+	if agentUserProblem(err) || errors.As(err, &handshake) {
 		return &configError{err}
 	}
 	return err

@@ -216,6 +216,8 @@ type Bot struct {
 	// noncePrefix makes message nonces unique across restarts (event ids
 	// start again at 1).
 	noncePrefix string
+	// handshake tells Open about a gateway URL that can never work.
+	handshake *handshakeConn
 
 	intake   Intake
 	sessions SessionResetter
@@ -381,8 +383,9 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	}
 	// The codec decodes INTERACTION_CREATE as interactionCreate, which keeps
 	// the member's permissions that a button press carries.
+	handshake := newHandshakeConn(ws.NewConn(ws.NewCodec(unmarshalers())), opts.GatewayURL != "")
 	gw := gateway.FromWebsocketGateway(
-		ws.NewGateway(ws.NewWebsocket(ws.NewCodec(unmarshalers()), gateway.AddGatewayParams(gatewayURL)), &gwOpts),
+		ws.NewGateway(ws.NewCustomWebsocket(handshake, gateway.AddGatewayParams(gatewayURL)), &gwOpts),
 		gateway.State{Identifier: id},
 	)
 	sess := session.NewWithGateway(gw, handler.New())
@@ -410,6 +413,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	}
 	b := &Bot{
 		opts:         opts,
+		handshake:    handshake,
 		state:        state.NewFromSession(sess, cab),
 		log:          log,
 		noncePrefix:  prefix,
@@ -519,8 +523,18 @@ func fatal(err error) error {
 // to intake; /claude-reset deletes bindings from sessions.
 func (b *Bot) Open(ctx context.Context, intake Intake, sessions SessionResetter) error {
 	b.intake, b.sessions = intake, sessions
+	// A first connection refused in a way no retry changes (a wrong
+	// DISCORD_GATEWAY_URL) ends the wait at once.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	b.handshake.watch(refused)
+	defer b.handshake.watch(nil)
 	if err := b.state.Open(ctx); err != nil {
 		b.state.Close()
+		var herr *HandshakeError
+		if errors.As(context.Cause(ctx), &herr) {
+			return fmt.Errorf("connect to Discord: %w", herr)
+		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			if gerr := b.state.GatewayError(); gerr != nil {
 				err = gerr
