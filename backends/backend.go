@@ -67,6 +67,11 @@ type Image struct {
 	Path string
 	// MediaType is image/png, image/jpeg, image/gif or image/webp.
 	MediaType string
+	// Data is the image as the gateway saved and checked it. Only these
+	// bytes are sent: Path, in a folder the agent may change, is never
+	// opened again. An image without Data is left out (the prompt names
+	// its path).
+	Data []byte
 }
 
 // EventKind says what an Event carries.

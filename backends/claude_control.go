@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/rs/zerolog"
 )
@@ -176,18 +174,18 @@ func userMessage(text string) []byte {
 const maxImageBytes = 3_750_000
 
 // userMessageWithImages is userMessage with the images as image content
-// blocks after the text, the way the Messages API takes them. An image
-// that cannot be read or is too large is left out: the prompt names its
-// path, so the agent can still open it.
+// blocks after the text, the way the Messages API takes them, from the
+// bytes the gateway read (Image.Data). An image without them or too large
+// is left out: the prompt names its path, so the agent can still open it.
 func userMessageWithImages(text string, images []Image, log zerolog.Logger) []byte {
 	if len(images) == 0 {
 		return userMessage(text)
 	}
 	content := []any{map[string]any{"type": "text", "text": text}}
 	for _, img := range images {
-		data, err := readImage(img.Path)
-		if err != nil {
-			log.Info().Err(err).Str("media_type", img.MediaType).Msg("image not sent as an image; the prompt names its path")
+		data := img.Data
+		if len(data) == 0 || len(data) > maxImageBytes {
+			log.Info().Int("bytes", len(data)).Str("media_type", img.MediaType).Msg("image not sent as an image; the prompt names its path")
 			continue
 		}
 		content = append(content, map[string]any{
@@ -200,33 +198,6 @@ func userMessageWithImages(text string, images []Image, log zerolog.Logger) []by
 		"message": map[string]any{"role": "user", "content": content},
 	})
 	return append(b, '\n')
-}
-
-// bareError is err without the path an *os.PathError carries: logs
-// name no server paths.
-func bareError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// readImage reads an image for an image block.
-func readImage(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open the image: %w", bareError(err))
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxImageBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read the image: %w", bareError(err))
-	}
-	if len(data) > maxImageBytes {
-		return nil, fmt.Errorf("the image is over %d bytes", maxImageBytes)
-	}
-	return data, nil
 }
 
 // controlRequestLine is a request from the gateway (interrupt, set_model):

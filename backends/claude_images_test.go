@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,16 +17,11 @@ import (
 // per image; an image too large or unreadable is left out (the prompt
 // names its path); claude's echo of it is recognised by its text.
 func TestUserMessageWithImages(t *testing.T) {
-	dir := t.TempDir()
 	png := []byte("\x89PNG\r\n\x1a\nfake")
-	small := filepath.Join(dir, "a.png")
-	big := filepath.Join(dir, "b.png")
-	os.WriteFile(small, png, 0o600)
-	os.WriteFile(big, make([]byte, maxImageBytes+1), 0o600)
 	line := userMessageWithImages("look", []Image{
-		{Path: small, MediaType: "image/png"},
-		{Path: big, MediaType: "image/png"},
-		{Path: filepath.Join(dir, "missing.jpg"), MediaType: "image/jpeg"},
+		{Path: "a.png", MediaType: "image/png", Data: png},
+		{Path: "b.png", MediaType: "image/png", Data: make([]byte, maxImageBytes+1)},
+		{Path: "missing.jpg", MediaType: "image/jpeg"},
 	}, zerolog.Nop())
 	var msg struct {
 		Type    string `json:"type"`
@@ -65,5 +61,17 @@ func TestIsolatedClaudeArgs(t *testing.T) {
 	}
 	if slices.Contains(claudeArgs(Request{}, ""), "--strict-mcp-config") {
 		t.Errorf("a normal run is isolated")
+	}
+}
+
+// An image goes up only from the bytes the gateway saved and checked: its
+// path is never opened again, so a file the agent swapped in for it (a
+// link to a secret) does not reach the model.
+func TestUserMessageImagesAreNotReadFromTheirPath(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret.png")
+	os.WriteFile(secret, []byte("\x89PNG\r\n\x1a\nSECRET"), 0o600)
+	line := userMessageWithImages("look", []Image{{Path: secret, MediaType: "image/png"}}, zerolog.Nop())
+	if strings.Contains(string(line), base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nSECRET"))) {
+		t.Errorf("the image was read from its path: %s", line)
 	}
 }

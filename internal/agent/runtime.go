@@ -685,7 +685,7 @@ func (r *Runtime) fetch(ctx context.Context, e queue.Event, workDir string, in *
 		case f.Path == "":
 			log.Warn().Str("file", files.SafeName(f.Name)).Int64("size", f.Size).Str("problem", f.Problem).Msg("attachment not fetched")
 		case f.Image():
-			in.images = append(in.images, backends.Image{Path: f.Path, MediaType: f.MediaType})
+			in.images = append(in.images, backends.Image{Path: f.Path, MediaType: f.MediaType, Data: f.Data})
 			saved++
 		default:
 			saved++

@@ -85,6 +85,10 @@ type File struct {
 	Text string
 	// Problem says, in words for the user, why it was not saved.
 	Problem string
+	// Data is an image's content (up to MaxImageBlock bytes), read as the
+	// agent could once it was saved: what the model is shown, with no
+	// second look at a folder the agent may change.
+	Data []byte
 }
 
 // Image reports whether f is an image a model can look at.
@@ -155,6 +159,9 @@ func (f *Fetcher) Fetch(ctx context.Context, workDir, folder string, list []queu
 		out[i].MediaType = mediaType(a, head)
 		if text && textual(out[i].MediaType) {
 			out[i].Text = string(head)
+		}
+		if out[i].Image() && size <= MaxImageBlock {
+			out[i].Data, _ = f.guard().readAt(&fence{g: f.guard()}, dirfd, saved, MaxImageBlock)
 		}
 	}
 	return out

@@ -117,8 +117,8 @@ func TestFetch(t *testing.T) {
 	if d := cmp.Diff(want, rows); d != "" {
 		t.Errorf("fetched (-want +got):\n%s", d)
 	}
-	if !got[1].Image() {
-		t.Errorf("pic.png is not an image")
+	if !got[1].Image() || string(got[1].Data) != "\x89PNG\r\n\x1a\n...." {
+		t.Errorf("pic.png: image %v, data %q; want an image with its content read", got[1].Image(), got[1].Data)
 	}
 	// A second run of the same prompt reuses the files it saved.
 	again := f.Fetch(context.Background(), work, "m1", list[:1])
