@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -285,4 +286,26 @@ func TestGuardRefusesState(t *testing.T) {
 			t.Errorf("Read(%s) = %v, want %v", tt.path, err, tt.want)
 		}
 	}
+}
+
+// relPath never lets a path out of its root: whatever it accepts, joined
+// to the root, stays below it.
+func FuzzRelPath(f *testing.F) {
+	for _, s := range []string{"a.txt", "../x", "/root/x", "/etc/passwd", "a/../../b", ".", "", "./a/./b", "a//b", "/root/../root/a"} {
+		f.Add("/root", s)
+	}
+	f.Fuzz(func(t *testing.T, root, path string) {
+		if !filepath.IsAbs(root) {
+			return
+		}
+		rel, err := relPath(root, path)
+		if err != nil {
+			return
+		}
+		root = filepath.Clean(root)
+		joined := filepath.Join(root, rel)
+		if !filepath.IsLocal(rel) || joined == root || !strings.HasPrefix(joined, strings.TrimSuffix(root, "/")+"/") {
+			t.Fatalf("relPath(%q, %q) = %q: leads to %q, not below the root", root, path, rel, joined)
+		}
+	})
 }

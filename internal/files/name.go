@@ -6,7 +6,11 @@
 // for what came in, outbox/ for what the agent wants sent, sent/<event>/ for
 // what the gateway took from the outbox. Names that come from outside (an
 // attachment's filename) pass through SafeName, so no name can leave its
-// folder.
+// folder. The agent may change anything below its working directory while
+// the gateway works there, so every path below it is opened one component
+// at a time relative to the folder before, never through a link, and
+// files are read as the agent could read them (Guard). Everything here is
+// safe for concurrent use.
 package files
 
 import (
