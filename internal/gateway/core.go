@@ -65,8 +65,8 @@ type CoreOptions struct {
 	// Admit, if set, may refuse an event before it runs (budgets).
 	Admit func(context.Context, queue.Event) bool
 	// OneShot runs every turn in a print-mode process of its own, with no
-	// warm process and no approvals (gateway chat, which has nobody to ask
-	// but the terminal).
+	// warm process and no approvals (gateway chat when no terminal can
+	// answer them).
 	OneShot bool
 	// Attachments, if set, fetches the files attached to prompts.
 	Attachments agent.AttachmentFetcher
