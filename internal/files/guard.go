@@ -222,7 +222,7 @@ func relPath(root, path string) (string, error) {
 // as the agent could read it: each folder from root on is opened without
 // following links, the file is opened once and read from that open file.
 // It refuses the gateway's state, protected files, a file over max bytes
-// and one holding a secret. Errors say why in words for the user, with no
+// (0 allows only an empty file) and one holding a secret. Errors say why in words for the user, with no
 // path.
 func (g *Guard) Read(path, root string, max int64) ([]byte, error) {
 	rel, err := relPath(root, path)
@@ -248,14 +248,14 @@ func (g *Guard) readAt(f *fence, dirfd int, rel string, max int64) ([]byte, erro
 	if err := unix.Fstat(int(file.Fd()), &st); err != nil {
 		return nil, WithoutPath(err)
 	}
-	if max > 0 && st.Size > max {
+	if st.Size > max {
 		return nil, ErrTooLarge
 	}
 	data, err := io.ReadAll(io.LimitReader(file, max+1))
 	if err != nil {
 		return nil, WithoutPath(err)
 	}
-	if max > 0 && int64(len(data)) > max {
+	if int64(len(data)) > max {
 		return nil, ErrTooLarge
 	}
 	if g.Secrets != nil {
