@@ -11,12 +11,12 @@ import (
 
 var updateREADME = flag.Bool("update-readme", false, "rewrite the README's table of actions from the catalog")
 
-// The README's table of actions is made from the catalog, so that it lists
+// The table of actions in docs/actions.md is made from the catalog, so that it lists
 // every type, its flag, its default and what needs a person's
 // confirmation, and cannot drift: go test ./internal/actions -update-readme
 // rewrites it.
 func TestREADMEListsEveryAction(t *testing.T) {
-	readmetest.Section(t, "../../README.md",
+	readmetest.Section(t, "../../docs/actions.md",
 		"<!-- actions table: made by go test ./internal/actions -update-readme -->\n", "<!-- end of actions table -->",
 		actionsTable(), *updateREADME, "go test ./internal/actions -update-readme")
 }
