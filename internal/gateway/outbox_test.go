@@ -164,7 +164,10 @@ func TestFloodIntoAFullQueueGetsOneBusyNotice(t *testing.T) {
 		}
 		return n
 	}
-	h.fd.Wait(t, "every refusal", waitLong, func() bool { return len(refusals()) == refused && marks() == refused-1 })
+	// The notice is posted after the first refusal is marked: wait for it too.
+	h.fd.Wait(t, "every refusal and the notice", waitLong, func() bool {
+		return len(refusals()) == refused && marks() == refused-1 && len(h.fd.BotMessages(h.channel)) > 0
+	})
 	msgs := h.fd.BotMessages(h.channel)
 	if len(msgs) != 1 || !strings.HasPrefix(msgs[0].Content, "This channel already has 1 prompt waiting.") {
 		t.Errorf("messages = %+v, want one channel-limit notice", msgs)
