@@ -311,7 +311,8 @@ func (r *attackRig) try(t *testing.T, ch discord.ChannelID, author discord.User,
 }
 
 // await waits for a bot message in ch, newer than after, that starts with
-// marker; on a timeout it names the messages that came instead.
+// marker (after the note of a session started afresh, if any); on a
+// timeout it names the messages that came instead.
 func (r *attackRig) await(t *testing.T, ch discord.ChannelID, after discord.MessageID, marker string) fakediscord.Message {
 	t.Helper()
 	var got fakediscord.Message
@@ -319,7 +320,12 @@ func (r *attackRig) await(t *testing.T, ch discord.ChannelID, after discord.Mess
 	defer cancel()
 	err := r.fd.WaitUntil(ctx, func() bool {
 		for _, m := range r.fd.BotMessages(ch) {
-			if m.ID > after && strings.HasPrefix(m.Content, marker) {
+			body := m.Content
+			if strings.HasPrefix(body, "_(") {
+				// A note comes first when a session had to start afresh.
+				_, body, _ = strings.Cut(body, "\n\n")
+			}
+			if m.ID > after && strings.HasPrefix(body, marker) {
 				got = m
 				return true
 			}
@@ -628,7 +634,10 @@ func (r *attackRig) cronListOtherServer(t *testing.T) {
 	if len(main) <= from+1 {
 		t.Fatalf("no follow-up turn with the list (%d main requests)", len(main))
 	}
-	data := flatten(main[len(main)-1])
+	// The follow-up's last message holds the list (the history before it
+	// names the job in the earlier attempt's own blocks).
+	msgs := main[len(main)-1].Messages()
+	data := msgs[len(msgs)-1].Text
 	for _, leak := range []string{"other-server-digest", "OTHER-SERVER-JOB"} {
 		if strings.Contains(data, leak) {
 			t.Errorf("escape (cronList across servers): the model was shown %q, a job of another server", leak)
@@ -711,13 +720,13 @@ func (r *attackRig) adminForgedHost(t *testing.T) {
 	}
 }
 
-// transcriptLink: the agent replaces its claude transcripts, in its own
-// home, with links to a root-only file; /project moves the channel, and
+// transcriptLink: the agent replaces its claude transcript, in its own
+// home, with a link to a root-only file; /project moves the channel, and
 // the gateway (root) copies the session's transcript for the new
 // directory into the agent's home.
 func (r *attackRig) transcriptLink(t *testing.T) {
 	env := filepath.Join(r.work, ".env")
-	cmd := `for f in $HOME/.claude/projects/*/*.jsonl; do ln -sf ` + env + ` "$f"; done; ls -la $HOME/.claude/projects/*; echo end-of-links`
+	cmd := `for f in $HOME/.claude/projects/*/$CLAUDE_CODE_SESSION_ID.jsonl; do ln -sf ` + env + ` "$f"; done; ls -la $HOME/.claude/projects/*; echo end-of-links`
 	r.try(t, r.lab, r.alice, "Tidy your notes.", "LINKS-DONE", bash(cmd), fakeapi.Text("LINKS-DONE."))
 
 	// alice moves #lab to the project and keeps the conversation.
@@ -744,15 +753,25 @@ func (r *attackRig) transcriptLink(t *testing.T) {
 	r.fd.Wait(t, "the answer to the press", 30*time.Second, func() bool { return len(r.fd.Callbacks(press)) > 0 })
 	// The next turn in #lab carries the session to the new directory.
 	_, from := r.try(t, r.lab, r.alice, "What did we say?", "MOVED-DONE",
-		bash(`cat $HOME/.claude/projects/*/*.jsonl 2>&1 | head -c 4000; pwd; echo end-of-cat`), fakeapi.Text("MOVED-DONE."))
-	if res := r.toolResults(from); !strings.Contains(res, r.project) {
+		bash(`grep -hv '^{' $HOME/.claude/projects/*attack/*.jsonl 2>&1 | head -c 4000; pwd; echo end-of-cat`), fakeapi.Text("MOVED-DONE."))
+	res := r.toolResults(from)
+	if !strings.Contains(res, r.project) {
 		t.Errorf("#lab does not work in the project after /project:\n%s", res)
+	}
+	for _, s := range r.secrets() {
+		if strings.Contains(res, s) {
+			t.Errorf("escape (session move follows links): the model received %q from the transcript the gateway copied", s)
+		}
+	}
+	secret, err := os.ReadFile(env)
+	if err != nil {
+		t.Fatal(err)
 	}
 	filepath.WalkDir(r.u.Home, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.Type()&fs.ModeSymlink != 0 || d.IsDir() {
 			return nil
 		}
-		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(attackWebhookSecret)) {
+		if b, err := os.ReadFile(p); err == nil && bytes.HasPrefix(b, secret) {
 			t.Errorf("escape (session move follows links): the gateway copied its .env into the agent's home: %s", p)
 		}
 		return nil
