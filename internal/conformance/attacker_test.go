@@ -116,8 +116,9 @@ func TestConformanceAttacker(t *testing.T) {
 	t.Run("write-files-the-gateway-reads-as-root", r.writeGatewayFiles)
 	t.Run("ipc-folder-attachments-and-other-server", r.ipcFolder)
 	t.Run("sendFile-gateway-state", r.sendFileState)
-	t.Run("cron-actions-on-another-servers-job", r.cronOtherServer)
+	// The list first: where the changes get through, the job is gone.
 	t.Run("cronList-shows-another-servers-job", r.cronListOtherServer)
+	t.Run("cron-actions-on-another-servers-job", r.cronOtherServer)
 	// The test's own request first: the agent's wrong tokens make the
 	// admin server pause the next request from 127.0.0.1.
 	t.Run("admin-forged-host-header", r.adminForgedHost)
@@ -407,6 +408,15 @@ func noneDone(t *testing.T, answer, escape string) {
 		} else if strings.HasPrefix(line, "Failed:") {
 			t.Logf("refused: %s", line)
 		}
+	}
+}
+
+// ran fails the attempt when the agent's tool result lacks want: the
+// attack was not set up, so its outcome says nothing.
+func ran(t *testing.T, result, want string) {
+	t.Helper()
+	if !strings.Contains(result, want) {
+		t.Fatalf("the attempt did not run as intended (no %q in what the agent saw):\n%s", want, result)
 	}
 }
 
@@ -727,7 +737,8 @@ func (r *attackRig) adminForgedHost(t *testing.T) {
 func (r *attackRig) transcriptLink(t *testing.T) {
 	env := filepath.Join(r.work, ".env")
 	cmd := `for f in $HOME/.claude/projects/*/$CLAUDE_CODE_SESSION_ID.jsonl; do ln -sf ` + env + ` "$f"; done; ls -la $HOME/.claude/projects/*; echo end-of-links`
-	r.try(t, r.lab, r.alice, "Tidy your notes.", "LINKS-DONE", bash(cmd), fakeapi.Text("LINKS-DONE."))
+	_, from := r.try(t, r.lab, r.alice, "Tidy your notes.", "LINKS-DONE", bash(cmd), fakeapi.Text("LINKS-DONE."))
+	ran(t, r.toolResults(from), ".jsonl -> "+env)
 
 	// alice moves #lab to the project and keeps the conversation.
 	id := r.fd.Interact(r.lab, r.alice, "project", map[string]string{"path": "attack"})
@@ -752,7 +763,7 @@ func (r *attackRig) transcriptLink(t *testing.T) {
 	}
 	r.fd.Wait(t, "the answer to the press", 30*time.Second, func() bool { return len(r.fd.Callbacks(press)) > 0 })
 	// The next turn in #lab carries the session to the new directory.
-	_, from := r.try(t, r.lab, r.alice, "What did we say?", "MOVED-DONE",
+	_, from = r.try(t, r.lab, r.alice, "What did we say?", "MOVED-DONE",
 		bash(`grep -hv '^{' $HOME/.claude/projects/*attack/*.jsonl 2>&1 | head -c 4000; pwd; echo end-of-cat`), fakeapi.Text("MOVED-DONE."))
 	res := r.toolResults(from)
 	if !strings.Contains(res, r.project) {
@@ -798,7 +809,8 @@ func (r *attackRig) sendFileLinks(t *testing.T) {
 		reply += block(fmt.Sprintf(`{"type":"sendFile","channel":"%s","path":%q}`, r.lab, p)) + "\n"
 	}
 	before := len(r.uploads())
-	answer, _ := r.try(t, r.lab, r.alice, "Send the files.", "LINKFILES-DONE", bash(strings.Join(cmd, "; ")), fakeapi.Text(reply))
+	answer, from := r.try(t, r.lab, r.alice, "Send the files.", "LINKFILES-DONE", bash(strings.Join(cmd, "; ")), fakeapi.Text(reply))
+	ran(t, r.toolResults(from), "state.json -> "+links["state.json"])
 	r.noNewUploads(t, before, "sendFile through a link in the working directory")
 	noneDone(t, answer.Content, "sendFile through a link in the working directory")
 }
@@ -809,7 +821,8 @@ func (r *attackRig) outboxToSecretFolder(t *testing.T) {
 	cmd := "rm -rf .gateway 2>/dev/null; mv .gateway .gateway.old 2>/dev/null; mkdir -p .gateway && ln -s " + r.secret +
 		" .gateway/outbox && ls -la .gateway; echo end-of-outbox"
 	before := len(r.uploads())
-	r.try(t, r.lab, r.alice, "Send what is in your outbox.", "OUTBOX-DONE", bash(cmd), fakeapi.Text("OUTBOX-DONE."))
+	_, from := r.try(t, r.lab, r.alice, "Send what is in your outbox.", "OUTBOX-DONE", bash(cmd), fakeapi.Text("OUTBOX-DONE."))
+	ran(t, r.toolResults(from), "outbox -> "+r.secret)
 	r.noNewUploads(t, before, "outbox linked to a root-only folder")
 	if b, err := os.ReadFile(filepath.Join(r.secret, "id_rsa")); err != nil || !bytes.Contains(b, []byte(attackKeyMark)) {
 		t.Errorf("escape (outbox linked to a root-only folder): id_rsa was moved out of its folder (%v)", err)
@@ -839,7 +852,8 @@ func (r *attackRig) sentLinkedOutside(t *testing.T) {
 	cmd := "rm -rf .gateway 2>/dev/null; mv .gateway .gateway.old2 2>/dev/null; mkdir -p .gateway/outbox .gateway/sent && " +
 		"for i in $(seq 1 300); do ln -s " + r.target + " .gateway/sent/$i; done; " +
 		"printf 'PRELOAD-MARK\\n' > .gateway/outbox/ld.so.preload; ls .gateway/outbox; echo end-of-sent"
-	r.try(t, r.lab, r.alice, "Send the preload file.", "SENT-DONE", bash(cmd), fakeapi.Text("SENT-DONE."))
+	_, from := r.try(t, r.lab, r.alice, "Send the preload file.", "SENT-DONE", bash(cmd), fakeapi.Text("SENT-DONE."))
+	ran(t, r.toolResults(from), "ld.so.preload\nend-of-sent")
 	entries, err := os.ReadDir(r.target)
 	if err != nil {
 		t.Fatal(err)
@@ -916,7 +930,8 @@ func (r *attackRig) outboxToConfigDir(t *testing.T) {
 	cmd := "rm -rf .gateway 2>/dev/null; mv .gateway .gateway.old3 2>/dev/null; mkdir -p .gateway && ln -s " + r.config +
 		" .gateway/outbox && ls -la .gateway; echo end-of-outbox"
 	before := len(r.uploads())
-	r.try(t, r.lab, r.alice, "Send your outbox.", "CONFOUT-DONE", bash(cmd), fakeapi.Text("CONFOUT-DONE."))
+	_, from := r.try(t, r.lab, r.alice, "Send your outbox.", "CONFOUT-DONE", bash(cmd), fakeapi.Text("CONFOUT-DONE."))
+	ran(t, r.toolResults(from), "outbox -> "+r.config)
 	r.noNewUploads(t, before, "outbox linked to CONFIG_DIR")
 	now := names()
 	for name := range had {
