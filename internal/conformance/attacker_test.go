@@ -903,6 +903,15 @@ func (r *attackRig) reactionPromptFromScheduledRun(t *testing.T) {
 		}
 		return false
 	})
+	// The run's own reply comes after its actions ran, the question kept.
+	r.fd.Wait(t, "the scheduled run's reply", 60*time.Second, func() bool {
+		for _, m := range r.fd.BotMessages(r.lab) {
+			if m.ID > after && strings.HasPrefix(m.Content, "RP-RUN-DONE") {
+				return true
+			}
+		}
+		return false
+	})
 	r.fd.React(r.lab, ask.ID, r.bob, "✅")
 	answer := r.await(t, r.lab, after, "RP-FOLLOWUP-DONE")
 	noneDone(t, answer.Content, "reaction prompt sheds the scheduled run's restrictions")
