@@ -815,15 +815,23 @@ func (r *attackRig) sendFileLinks(t *testing.T) {
 	noneDone(t, answer.Content, "sendFile through a link in the working directory")
 }
 
+// outboxLinkedTo has #lab's agent replace its .gateway (the agent's own
+// folder) by one whose outbox is a link to target, end its turn with
+// marker, and checks that nothing was uploaded.
+func (r *attackRig) outboxLinkedTo(t *testing.T, target, marker, escape string) {
+	t.Helper()
+	cmd := "rm -rf .gateway 2>/dev/null; mv .gateway .gateway.old-$$ 2>/dev/null; mkdir -p .gateway && ln -s " + target +
+		" .gateway/outbox && ls -la .gateway; echo end-of-outbox"
+	before := len(r.uploads())
+	_, from := r.try(t, r.lab, r.alice, "Send what is in your outbox.", marker, bash(cmd), fakeapi.Text(marker+"."))
+	ran(t, r.toolResults(from), "outbox -> "+target)
+	r.noNewUploads(t, before, escape)
+}
+
 // outboxToSecretFolder: the agent replaces .gateway/outbox with a link to
 // a root-only folder.
 func (r *attackRig) outboxToSecretFolder(t *testing.T) {
-	cmd := "rm -rf .gateway 2>/dev/null; mv .gateway .gateway.old 2>/dev/null; mkdir -p .gateway && ln -s " + r.secret +
-		" .gateway/outbox && ls -la .gateway; echo end-of-outbox"
-	before := len(r.uploads())
-	_, from := r.try(t, r.lab, r.alice, "Send what is in your outbox.", "OUTBOX-DONE", bash(cmd), fakeapi.Text("OUTBOX-DONE."))
-	ran(t, r.toolResults(from), "outbox -> "+r.secret)
-	r.noNewUploads(t, before, "outbox linked to a root-only folder")
+	r.outboxLinkedTo(t, r.secret, "OUTBOX-DONE", "outbox linked to a root-only folder")
 	if b, err := os.ReadFile(filepath.Join(r.secret, "id_rsa")); err != nil || !bytes.Contains(b, []byte(attackKeyMark)) {
 		t.Errorf("escape (outbox linked to a root-only folder): id_rsa was moved out of its folder (%v)", err)
 	}
@@ -936,12 +944,7 @@ func (r *attackRig) outboxToConfigDir(t *testing.T) {
 		return m
 	}
 	had := names()
-	cmd := "rm -rf .gateway 2>/dev/null; mv .gateway .gateway.old3 2>/dev/null; mkdir -p .gateway && ln -s " + r.config +
-		" .gateway/outbox && ls -la .gateway; echo end-of-outbox"
-	before := len(r.uploads())
-	_, from := r.try(t, r.lab, r.alice, "Send your outbox.", "CONFOUT-DONE", bash(cmd), fakeapi.Text("CONFOUT-DONE."))
-	ran(t, r.toolResults(from), "outbox -> "+r.config)
-	r.noNewUploads(t, before, "outbox linked to CONFIG_DIR")
+	r.outboxLinkedTo(t, r.config, "CONFOUT-DONE", "outbox linked to CONFIG_DIR")
 	now := names()
 	for name := range had {
 		if !now[name] {
