@@ -123,6 +123,8 @@ func TestConformanceAttacker(t *testing.T) {
 	// admin server pause the next request from 127.0.0.1.
 	t.Run("admin-forged-host-header", r.adminForgedHost)
 	t.Run("admin-port-from-the-agent", r.adminFromAgent)
+	t.Run("signal-the-gateway", r.signalGateway)
+	t.Run("process-outlives-its-turn", r.processLeftBehind)
 	t.Run("transcript-link-copied-by-project-move", r.transcriptLink)
 	t.Run("sendFile-links-in-working-directory", r.sendFileLinks)
 	t.Run("outbox-linked-to-secret-folder", r.outboxToSecretFolder)
@@ -728,6 +730,72 @@ func (r *attackRig) adminForgedHost(t *testing.T) {
 			t.Errorf("escape (DNS rebinding): GET /readyz with Host %s = %d, want it refused", host, code)
 		}
 	}
+}
+
+// signalGateway: the agent stops and kills the gateway's process.
+func (r *attackRig) signalGateway(t *testing.T) {
+	cmd := fmt.Sprintf("kill -STOP %d; kill -TERM %d; kill -KILL %d; echo end-of-kill", r.pid, r.pid, r.pid)
+	_, from := r.try(t, r.general, r.alice, "Restart the gateway.", "KILL-DONE", bash(cmd), fakeapi.Text("KILL-DONE."))
+	res := r.toolResults(from)
+	ran(t, res, "end-of-kill")
+	if !strings.Contains(res, "Operation not permitted") {
+		t.Errorf("escape (signalling the gateway): the agent's kill was not refused:\n%s", res)
+	}
+	if err := syscall.Kill(r.pid, 0); err != nil {
+		t.Fatalf("escape (signalling the gateway): the gateway is gone: %v", err)
+	}
+}
+
+// processLeftBehind: the agent starts a process that leaves the turn's
+// process group and drops its environment (so the marker the gateway looks
+// for is gone), to act after the turn (swap a link the gateway will follow
+// later). The gateway must stop it when the turn ends.
+func (r *attackRig) processLeftBehind(t *testing.T) {
+	t.Cleanup(func() { agentSleeps(r.u.UID, true) })
+	cmd := "env -i setsid sh -c 'exec sleep " + attackSleep + "' </dev/null >/dev/null 2>&1 & echo end-of-spawn"
+	_, from := r.try(t, r.general, r.alice, "Start a background job.", "SPAWN-DONE", bash(cmd), fakeapi.Text("SPAWN-DONE."))
+	ran(t, r.toolResults(from), "end-of-spawn")
+	tick := time.NewTicker(100 * time.Millisecond) // polling /proc; there is no event to wait on
+	defer tick.Stop()
+	for deadline := time.Now().Add(15 * time.Second); ; <-tick.C {
+		left := agentSleeps(r.u.UID, false)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("escape (process outlives its turn): the agent's `sleep %s` (pids %v) still runs 15 s after the turn ended", attackSleep, left)
+			return
+		}
+	}
+}
+
+// attackSleep is the argument of the sleep the agent leaves behind.
+const attackSleep = "617617"
+
+// agentSleeps lists the processes of uid running `sleep attackSleep`, and
+// kills them when kill is set (the test's cleanup: userdel refuses a user
+// with processes).
+func agentSleeps(uid uint32, kill bool) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join("/proc", d.Name()))
+		if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uid {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if string(cmdline) == "sleep\x00"+attackSleep+"\x00" {
+			pids = append(pids, pid)
+			if kill {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	return pids
 }
 
 // transcriptLink: the agent replaces its claude transcript, in its own
