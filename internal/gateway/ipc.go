@@ -13,6 +13,7 @@ import (
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/ipc"
 	"github.com/agentgateway/gateway/internal/schedule"
+	"github.com/agentgateway/gateway/internal/session"
 )
 
 // IPCDir is the folder of proactive messages inside CONFIG_DIR.
@@ -22,7 +23,13 @@ const IPCDir = "ipc"
 // may come from the agent (AGENT_USER may write ipc/outbound), so its
 // files are read as guard reads the agent's: the IPC folder is the only
 // state folder they may come from.
-func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, guard *files.Guard, log zerolog.Logger) (*ipc.Watcher, error) {
+//
+// Every message must name a channel the allowlists allow (ALLOWED_CHANNEL_IDS,
+// and the channel's server in ALLOWED_GUILD_IDS). A message the agent wrote
+// may post only where it has a conversation (a channel with a session, or
+// one reset since) or in OUTPUT_CHANNEL_ID: the IPC folder does not reach
+// further than the agent's own replies do.
+func newIPC(cfg *config.Config, bot ipcBot, sessions *session.Store, uploadLimit int64, guard *files.Guard, log zerolog.Logger) (*ipc.Watcher, error) {
 	dir := filepath.Join(cfg.ConfigDir, IPCDir)
 	g := *guard
 	if guard.State != nil {
@@ -42,7 +49,17 @@ func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, guard *files.G
 		Agent: agent,
 		Dir:   dir,
 		Allowed: func(channel string) bool {
-			return len(cfg.AllowedChannelIDs) == 0 || slices.Contains(cfg.AllowedChannelIDs, channel)
+			if len(cfg.AllowedChannelIDs) > 0 && !slices.Contains(cfg.AllowedChannelIDs, channel) {
+				return false
+			}
+			return len(cfg.AllowedGuildIDs) == 0 || slices.Contains(cfg.AllowedGuildIDs, bot.GuildOf(channel))
+		},
+		AgentAllowed: func(channel string) bool {
+			if channel == cfg.OutputChannelID {
+				return true
+			}
+			_, bound := sessions.Get(channel)
+			return bound || !sessions.ResetAt(channel).IsZero()
 		},
 		ResolveFile: files.resolve,
 	}, announce{bot}, log.With().Str("component", "ipc").Logger())
@@ -51,6 +68,13 @@ func newIPC(cfg *config.Config, bot announcer, uploadLimit int64, guard *files.G
 // announcer posts unprompted messages (the Discord bot).
 type announcer interface {
 	Announce(ctx context.Context, channelID, text string, paths []string) error
+}
+
+// ipcBot is what the IPC folder needs of the Discord bot: posting, and
+// the server a channel is in (for ALLOWED_GUILD_IDS).
+type ipcBot interface {
+	announcer
+	GuildOf(channelID string) string
 }
 
 // announce is an announcer as an ipc.Poster.

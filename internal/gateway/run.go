@@ -369,7 +369,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		reloadEvery = 2 * time.Second
 	}
 	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
-	if w, err := newIPC(cfg, bot, int64(dopts.UploadLimit), guard, log); err != nil {
+	if w, err := newIPC(cfg, bot, core.Sessions, int64(dopts.UploadLimit), guard, log); err != nil {
 		log.Error().Err(files.WithoutPath(err)).Msg("the IPC folder cannot be watched; files dropped into ipc/outbound are not posted")
 	} else {
 		go w.Run(bgCtx)

@@ -183,3 +183,41 @@ func tree(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// A message file the agent's user wrote posts only where AgentAllowed
+// says; the same message from another writer (an operator's script) posts
+// wherever Allowed does.
+func TestAgentMessagesStayWhereTheAgentTalks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to write a file as a second user")
+	}
+	const nobody = 65534
+	e := newEnv(t, func(o *Options) {
+		o.Agent = &Agent{UID: nobody, GID: nobody}
+		o.AgentAllowed = func(id string) bool { return id == chanA }
+	})
+	dropAs := func(name, channel string, uid int) {
+		t.Helper()
+		e.drop(t, name, msgJSON(channel, name))
+		if err := os.Lchown(filepath.Join(e.dir, OutboundDir, name), uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropAs("1-agent-here.json", chanA, nobody)
+	dropAs("2-agent-elsewhere.json", chanB, nobody)
+	dropAs("3-operator-elsewhere.json", chanB, 0)
+	e.w.Scan(context.Background())
+
+	got, _ := e.poster.got()
+	var texts []string
+	for _, p := range got {
+		texts = append(texts, p.Channel+": "+p.Text)
+	}
+	want := []string{chanA + ": 1-agent-here.json", chanB + ": 3-operator-elsewhere.json"}
+	if diff := cmp.Diff(want, texts); diff != "" {
+		t.Errorf("posts (-want +got):\n%s", diff)
+	}
+	if r := e.reason(t, "2-agent-elsewhere.json"); !strings.Contains(r, "no conversation there") {
+		t.Errorf("reason = %q, want it to say the agent has no conversation there", r)
+	}
+}

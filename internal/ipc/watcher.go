@@ -76,6 +76,11 @@ type Options struct {
 	// channel allowlist). Required. A message for any other channel goes
 	// to failed/.
 	Allowed func(channelID string) bool
+	// AgentAllowed, if set, is asked as well for a message file owned by
+	// the agent's user (Agent): the agent may post only where its own
+	// conversations are, not wherever an operator's script may. A message
+	// for any other channel goes to failed/.
+	AgentAllowed func(channelID string) bool
 	// ResolveFile turns an entry of a message's files into the absolute
 	// path to attach, or says why the entry is refused; a refused entry
 	// sends the message to failed/. Nil refuses every message with files.
@@ -381,6 +386,10 @@ func (w *Watcher) handle(ctx context.Context, name string, info fs.FileInfo, hel
 		w.refuse(name, opened, fmt.Sprintf("channel %s is not allowed", msg.ChannelID))
 		return true
 	}
+	if w.fromAgent(opened) && w.opts.AgentAllowed != nil && !w.opts.AgentAllowed(msg.ChannelID) {
+		w.refuse(name, opened, fmt.Sprintf("the agent may not post in channel %s: it has no conversation there", msg.ChannelID))
+		return true
+	}
 	files, err := w.resolve(msg.Files)
 	if err != nil {
 		w.refuse(name, opened, err.Error())
@@ -403,6 +412,17 @@ func (w *Watcher) handle(ctx context.Context, name string, info fs.FileInfo, hel
 		log.Error().Err(err).Msg("cannot remove posted message file; it is not posted again while unchanged")
 	}
 	return true
+}
+
+// fromAgent reports whether a message file was written by the agent's
+// user (the owner of the opened file; outbound/ is sticky, so the agent
+// cannot pass its file off as another's by renaming it).
+func (w *Watcher) fromAgent(opened fs.FileInfo) bool {
+	if w.opts.Agent == nil || opened == nil {
+		return false
+	}
+	st, ok := opened.Sys().(*syscall.Stat_t)
+	return !ok || st.Uid == w.opts.Agent.UID
 }
 
 // read opens a file without following symlinks and parses it. The returned
