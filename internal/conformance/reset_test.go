@@ -4,7 +4,6 @@ package conformance
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -33,37 +32,13 @@ func TestConformanceDiscordResetIsACleanSlate(t *testing.T) {
 	work := t.TempDir()
 	env := gatewayEnv(t, fd, api.URL(), filepath.Join(work, "config"))
 
-	start := func() (stop func()) {
-		cmd := exec.Command(bin, "run")
-		cmd.Dir = work
-		cmd.Env = env
-		var out lockedBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 5 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				t.Logf("gateway output:\n%s", out.String())
-			}
-		})
+	start := func() int {
+		_, pid := gatewayRun(t, bin, work, env, api)
 		fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
-		return func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("gateway run did not exit after SIGTERM\n%s", out.String())
-			}
-		}
+		return pid
 	}
 
-	stop := start()
+	pid := start()
 	fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Remember the code word "+secret+".", fd.Bot)
 	fd.Wait(t, "the first reply", 90*time.Second, func() bool { return len(fd.BotMessages(channel)) >= 1 })
 
@@ -78,8 +53,10 @@ func TestConformanceDiscordResetIsACleanSlate(t *testing.T) {
 	})
 	// A restart between the reset and the next prompt must not bring the
 	// conversation back.
-	stop()
-	fd.Wait(t, "the bot to disconnect", 30*time.Second, func() bool { return !fd.Connected() })
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	fd.Wait(t, "the gateway to exit", 60*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
 	start()
 
 	fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" What was the code word?", fd.Bot)
