@@ -237,6 +237,24 @@ func (g *Guard) Read(path, root string, max int64) ([]byte, error) {
 	return g.readAt(g.fence(), dirfd, rel, max)
 }
 
+// Open opens the regular file at path below root as Read does (as the
+// agent, one folder at a time, never through a link, never the gateway's
+// state) and returns it unread, for a caller that checks more of it (its
+// owner, its links) or copies it without holding it in memory. The
+// caller closes it.
+func (g *Guard) Open(path, root string) (*os.File, error) {
+	rel, err := relPath(root, path)
+	if err != nil {
+		return nil, err
+	}
+	dirfd, err := openDir(root)
+	if err != nil {
+		return nil, WithoutPath(err)
+	}
+	defer unix.Close(dirfd)
+	return g.open(g.fence(), dirfd, rel)
+}
+
 // readAt reads rel below dirfd (see Read).
 func (g *Guard) readAt(f *fence, dirfd int, rel string, max int64) ([]byte, error) {
 	file, err := g.open(f, dirfd, rel)
