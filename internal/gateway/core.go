@@ -17,6 +17,7 @@ import (
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/session"
 )
@@ -164,6 +165,13 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	if err != nil {
 		return nil, err
 	}
+	turns := opts.Turns
+	if agentUser != nil {
+		s := &strays{uid: agentUser.UID, kill: proc.KillStrays, log: log.With().Str("component", "strays").Logger()}
+		// Before any CLI runs: what a previous gateway's turns left.
+		s.sweep("at start")
+		turns = withStrays(s, turns)
+	}
 	sessions := opts.Sessions
 	if sessions == nil {
 		var warning string
@@ -196,7 +204,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		PermissionMode:        cfg.PermissionMode,
 		MaxTurns:              cfg.MaxTurns,
 		Model:                 cfg.Model,
-		Turns:                 opts.Turns,
+		Turns:                 turns,
 		ScheduledToolsAllowed: cfg.ScheduledToolsPolicy == config.ScheduledToolsAllow,
 		Attachments:           opts.Attachments,
 		Outbox:                opts.Outbox,

@@ -168,6 +168,12 @@ func reapAdopted(pid, pgrp, selfPgrp int) {
 	}
 	leadersMu.Lock()
 	defer leadersMu.Unlock()
+	reapAdoptedLocked(pid)
+}
+
+// reapAdoptedLocked is reapAdopted's wait, with leadersMu held and the
+// gateway's own group ruled out by the caller.
+func reapAdoptedLocked(pid int) {
 	if _, ok := leaders[pid]; ok {
 		return
 	}
