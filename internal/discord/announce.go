@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"strconv"
 
 	"github.com/diamondburned/arikawa/v3/discord"
@@ -15,31 +14,22 @@ import (
 
 // Announce posts a message nobody asked for (ipc.Poster: a file dropped
 // into CONFIG_DIR/ipc/outbound): text cut into Discord messages as a reply
-// would be, the files (absolute paths, already allowed by the caller)
-// attached to the last one, no pings. Each file is read now, never
-// through a link on any part of its path, so what goes up is the file the
-// caller allowed. It returns once Discord took every
-// message, or with the error of the first it did not take; each message's
-// nonce comes from the announcement's content, so a retry after a lost
-// answer does not post it twice.
-func (b *Bot) Announce(ctx context.Context, channelID, text string, paths []string) error {
+// would be, the files attached to the last one, no pings. The files carry
+// their bytes (Outgoing.Data), read and checked by the caller as the
+// agent could read them: nothing is looked up again here. It returns once
+// Discord took every message, or with the error of the first it did not
+// take; each message's nonce comes from the announcement's content, so a
+// retry after a lost answer does not post it twice.
+func (b *Bot) Announce(ctx context.Context, channelID, text string, attached []files.Outgoing) error {
 	channel, err := discord.ParseSnowflake(channelID)
 	if err != nil {
 		return fmt.Errorf("announce: invalid channel id %q", channelID)
 	}
-	var attached []files.Outgoing
-	for _, p := range paths {
-		data, err := files.Read(p, "/", int64(b.opts.UploadLimit))
-		if err != nil {
-			return fmt.Errorf("announce: %s: %w", files.SafeName(filepath.Base(p)), files.WithoutPath(err))
-		}
-		attached = append(attached, files.Outgoing{Name: filepath.Base(p), Path: p, Size: int64(len(data)), Data: data})
-	}
 	parts := withFiles(planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit), attached)
 	sum := sha256.New()
 	fmt.Fprintf(sum, "%s\x00%s", channelID, text)
-	for _, p := range paths {
-		fmt.Fprintf(sum, "\x00%s", p)
+	for _, f := range attached {
+		fmt.Fprintf(sum, "\x00%s", f.Path)
 	}
 	key := hex.EncodeToString(sum.Sum(nil))[:12]
 	for i, p := range parts {

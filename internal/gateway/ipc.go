@@ -62,12 +62,13 @@ func newIPC(cfg *config.Config, bot ipcBot, sessions *session.Store, uploadLimit
 			return bound || !sessions.ResetAt(channel).IsZero()
 		},
 		ResolveFile: files.resolve,
-	}, announce{bot}, log.With().Str("component", "ipc").Logger())
+	}, announce{bot, files}, log.With().Str("component", "ipc").Logger())
 }
 
-// announcer posts unprompted messages (the Discord bot).
+// announcer posts unprompted messages (the Discord bot) with the files
+// it is given, bytes and all.
 type announcer interface {
-	Announce(ctx context.Context, channelID, text string, paths []string) error
+	Announce(ctx context.Context, channelID, text string, attached []files.Outgoing) error
 }
 
 // ipcBot is what the IPC folder needs of the Discord bot: posting, and
@@ -77,11 +78,26 @@ type ipcBot interface {
 	GuildOf(channelID string) string
 }
 
-// announce is an announcer as an ipc.Poster.
-type announce struct{ announcer }
+// announce is an announcer as an ipc.Poster. The files are read again
+// through the guard when the message is posted, as the agent could read
+// them and never through a link: the agent may change outbound/ between
+// the watcher's check and the post, so what goes up is what this read
+// allowed, not what a plain open of the path would find.
+type announce struct {
+	announcer
+	files ipcFiles
+}
 
 func (a announce) Post(ctx context.Context, channelID, text string, paths []string) error {
-	return a.Announce(ctx, channelID, text, paths)
+	attached := make([]files.Outgoing, 0, len(paths))
+	for _, p := range paths {
+		f, err := a.files.read(p)
+		if err != nil {
+			return fmt.Errorf("attach %w", err)
+		}
+		attached = append(attached, f)
+	}
+	return a.Announce(ctx, channelID, text, attached)
 }
 
 // ipcRoots are the folders an IPC message may attach files from: the IPC
@@ -118,6 +134,13 @@ type ipcFiles struct {
 // resolve turns a files entry (relative to CONFIG_DIR/ipc, or absolute)
 // into the real path of a file the roots' guard lets out.
 func (f ipcFiles) resolve(path string) (string, error) {
+	out, err := f.read(path)
+	return out.Path, err
+}
+
+// read is resolve with the file's content, read through the guard of the
+// root it is in.
+func (f ipcFiles) read(path string) (files.Outgoing, error) {
 	roots := f.roots()
 	if !filepath.IsAbs(path) && len(roots) > 0 {
 		path = filepath.Join(roots[0], path)
@@ -127,7 +150,7 @@ func (f ipcFiles) resolve(path string) (string, error) {
 	// it is then read from that root without following any.
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, files.WithoutPath(err))
+		return files.Outgoing{}, fmt.Errorf("%s: %w", name, files.WithoutPath(err))
 	}
 	for _, root := range roots {
 		if r, err := filepath.EvalSymlinks(root); err == nil {
@@ -136,12 +159,13 @@ func (f ipcFiles) resolve(path string) (string, error) {
 		if rel, err := filepath.Rel(root, real); err != nil || !filepath.IsLocal(rel) {
 			continue
 		}
-		if _, err := f.guard.Read(real, root, f.limit); err != nil {
-			return "", fmt.Errorf("%s: %w", name, fileProblem(err, f.limit))
+		data, err := f.guard.Read(real, root, f.limit)
+		if err != nil {
+			return files.Outgoing{}, fmt.Errorf("%s: %w", name, fileProblem(err, f.limit))
 		}
-		return real, nil
+		return files.Outgoing{Name: filepath.Base(real), Path: real, Size: int64(len(data)), Root: root, Data: data}, nil
 	}
-	return "", fmt.Errorf("%s is outside the folders files may be sent from", name)
+	return files.Outgoing{}, fmt.Errorf("%s is outside the folders files may be sent from", name)
 }
 
 // fileProblem words why a file may not be sent, with no server path.
