@@ -401,13 +401,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 
 	lost := bot.Wait(ctx)
+	// The intake stops before the log says so: a prompt that arrives after
+	// the line is kept for the next start, never queued for this drain.
+	bot.StopIntake()
 	if lost != nil {
 		log.Error().Err(lost).Msg("stopping")
 	} else {
 		log.Info().Msg("shutting down: no new prompts; waiting for the ones in progress")
 	}
-
-	bot.StopIntake()
 	if hooksHTTP != nil {
 		closeCtx, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
 		hooksHTTP.Close(closeCtx)
