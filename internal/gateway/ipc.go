@@ -35,7 +35,7 @@ func newIPC(cfg *config.Config, bot ipcBot, sessions *session.Store, uploadLimit
 	if guard.State != nil {
 		g.State = func(name string) bool { return name != IPCDir && guard.State(name) }
 	}
-	files := ipcFiles{roots: func() []string { return ipcRoots(cfg, dir) }, limit: uploadLimit, guard: &g}
+	attachable := ipcFiles{roots: func() []string { return ipcRoots(cfg, dir) }, limit: uploadLimit, guard: &g}
 	runAs, err := RunAs(cfg)
 	if err != nil {
 		return nil, err
@@ -61,8 +61,8 @@ func newIPC(cfg *config.Config, bot ipcBot, sessions *session.Store, uploadLimit
 			_, bound := sessions.Get(channel)
 			return bound || !sessions.ResetAt(channel).IsZero()
 		},
-		ResolveFile: files.resolve,
-	}, announce{bot, files}, log.With().Str("component", "ipc").Logger())
+		ResolveFile: attachable.resolve,
+	}, announce{bot, attachable}, log.With().Str("component", "ipc").Logger())
 }
 
 // announcer posts unprompted messages (the Discord bot) with the files
