@@ -103,6 +103,18 @@ type Config struct {
 	// ProjectsRoot is the directory /project may bind channels inside
 	// (PROJECTS_ROOT); empty disables /project.
 	ProjectsRoot string
+	// Threads is auto when a prompt in a text channel opens a thread of
+	// its own (THREADS), off to answer in the channel.
+	Threads string
+	// ThreadArchive is how long a thread the gateway opens stays open
+	// without messages (THREAD_ARCHIVE), one of Discord's durations.
+	ThreadArchive time.Duration
+	// Worktrees gives each thread in a git project a worktree of its own
+	// on a branch gateway/<thread id> (WORKTREES).
+	Worktrees bool
+	// WorktreeKeepDays is how long a merged worktree is kept after its
+	// thread went quiet (WORKTREE_KEEP_DAYS).
+	WorktreeKeepDays int
 	// TurnCard is what the live turn card becomes when a turn ends:
 	// receipt, delete, or off for no card (TURN_CARD).
 	TurnCard string

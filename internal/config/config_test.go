@@ -109,6 +109,9 @@ func defaultConfig(t testing.TB) *Config {
 		DeferMax:             1800 * time.Second,
 		DeferMaxPending:      5,
 		ProviderEnv:          map[string]string{},
+		Threads:              ThreadsAuto,
+		ThreadArchive:        7 * 24 * time.Hour,
+		WorktreeKeepDays:     7,
 	}
 }
 
@@ -180,6 +183,11 @@ func TestLoadEachVar(t *testing.T) {
 		{"webhook addr", map[string]string{EnvWebhookAddr: ":8080"}, func(c *Config) { c.WebhookAddr = ":8080" }},
 		{"log level", map[string]string{EnvLogLevel: "Debug"}, func(c *Config) { c.LogLevel = "debug" }},
 		{"log format", map[string]string{EnvLogFormat: "json"}, func(c *Config) { c.LogFormat = "json" }},
+		{"threads off", map[string]string{EnvThreads: "OFF"}, func(c *Config) { c.Threads = ThreadsOff }},
+		{"thread archive", map[string]string{EnvThreadArchive: "24h"}, func(c *Config) { c.ThreadArchive = 24 * time.Hour }},
+		{"thread archive in days", map[string]string{EnvThreadArchive: "3d"}, func(c *Config) { c.ThreadArchive = 72 * time.Hour }},
+		{"worktrees on", map[string]string{EnvWorktrees: "on"}, func(c *Config) { c.Worktrees = true }},
+		{"worktree keep days", map[string]string{EnvWorktreeKeepDays: "30"}, func(c *Config) { c.WorktreeKeepDays = 30 }},
 		{"value trimmed", map[string]string{EnvMaxTurns: "  9\t"}, func(c *Config) { c.MaxTurns = 9 }},
 		{"empty is default", map[string]string{EnvMaxTurns: "", EnvLogLevel: "  "}, func(c *Config) {}},
 		{"provider vars", map[string]string{
@@ -741,6 +749,10 @@ func TestRedacted(t *testing.T) {
 		"CATCH_UP_MAX_AGE=6h0m0s",
 		"WORK_DIR=",
 		"PROJECTS_ROOT=",
+		"THREADS=auto",
+		"THREAD_ARCHIVE=168h0m0s",
+		"WORKTREES=off",
+		"WORKTREE_KEEP_DAYS=7",
 		"TURN_CARD=receipt",
 		"DAILY_BUDGET_USD=",
 		"CHANNEL_DAILY_BUDGET_USD=",
@@ -1033,6 +1045,22 @@ var generators = []generator{
 	{EnvProjectsRoot, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := "/" + randString(r, "abcdef", 1, 12)
 		return v, func(_ testing.TB, c *Config) { c.ProjectsRoot = v }
+	}},
+	{EnvThreads, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := threadModes[r.IntN(len(threadModes))]
+		return v, func(_ testing.TB, c *Config) { c.Threads = v }
+	}},
+	{EnvThreadArchive, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := threadArchives[r.IntN(len(threadArchives))]
+		return v.String(), func(_ testing.TB, c *Config) { c.ThreadArchive = v }
+	}},
+	{EnvWorktrees, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := r.IntN(2) == 1
+		return map[bool]string{true: "on", false: "off"}[v], func(_ testing.TB, c *Config) { c.Worktrees = v }
+	}},
+	{EnvWorktreeKeepDays, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := 1 + r.IntN(60)
+		return strconv.Itoa(v), func(_ testing.TB, c *Config) { c.WorktreeKeepDays = v }
 	}},
 	{EnvKeepAlive, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := time.Duration(r.IntN(120)) * time.Minute

@@ -41,6 +41,10 @@ var defaults = map[string]string{
 	EnvCatchUpMaxAge:     "6h",
 	EnvWorkDir:           "",
 	EnvProjectsRoot:      "",
+	EnvThreads:           ThreadsAuto,
+	EnvThreadArchive:     "168h",
+	EnvWorktrees:         "off",
+	EnvWorktreeKeepDays:  "7",
 	EnvTurnCard:          TurnCardReceipt,
 	EnvDailyBudget:       "",
 	EnvChannelBudget:     "",
@@ -88,6 +92,16 @@ var (
 	turnCards       = []string{TurnCardReceipt, TurnCardDelete, TurnCardOff}
 	steerModes      = []string{SteerQueue, SteerInject}
 	toolPolicies    = []string{ScheduledToolsDeny, ScheduledToolsAllow}
+	threadModes     = []string{ThreadsAuto, ThreadsOff}
+)
+
+// Where a prompt in a text channel is answered (THREADS).
+const (
+	// ThreadsAuto opens a thread on the prompt's message and answers
+	// there: one task, one thread, one session.
+	ThreadsAuto = "auto"
+	// ThreadsOff answers in the channel itself.
+	ThreadsOff = "off"
 )
 
 // What a prompt sent to a channel whose turn is running does (STEER).

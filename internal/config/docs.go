@@ -119,6 +119,26 @@ var docs = []doc{
 		Meaning: "the directory `/project` may bind channels inside",
 	},
 	{
+		Names:   []string{EnvThreads},
+		Default: "`auto`",
+		Meaning: "`auto`: a mention or `/claude` in a text channel opens a thread for the task and answers there (a session of its own); `off` answers in the channel",
+	},
+	{
+		Names:   []string{EnvThreadArchive},
+		Default: "`168h`",
+		Meaning: "how long a thread the gateway opened stays open without messages: `1h`, `24h`, `72h` or `168h` (Discord's choices)",
+	},
+	{
+		Names:   []string{EnvWorktrees},
+		Default: "`off`",
+		Meaning: "`on`: each thread in a git project works in a worktree of its own on a branch `gateway/<thread id>`; `/diff`, `/merge` and `/discard` act on it",
+	},
+	{
+		Names:   []string{EnvWorktreeKeepDays},
+		Default: "`7`",
+		Meaning: "days a merged worktree is kept after its thread went quiet; unmerged ones are kept and listed by `doctor`",
+	},
+	{
 		Names:   []string{EnvKeepAlive},
 		Default: "`10m`",
 		Meaning: "how long an idle claude process is kept warm for its channel's next prompt (a Go duration); `0` spawns one process per turn (approvals and soft stops still work)",

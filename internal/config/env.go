@@ -34,6 +34,10 @@ const (
 	EnvCatchUpMaxAge     = "CATCH_UP_MAX_AGE"
 	EnvWorkDir           = "WORK_DIR"
 	EnvProjectsRoot      = "PROJECTS_ROOT"
+	EnvThreads           = "THREADS"
+	EnvThreadArchive     = "THREAD_ARCHIVE"
+	EnvWorktrees         = "WORKTREES"
+	EnvWorktreeKeepDays  = "WORKTREE_KEEP_DAYS"
 	EnvTurnCard          = "TURN_CARD"
 	EnvDailyBudget       = "DAILY_BUDGET_USD"
 	EnvChannelBudget     = "CHANNEL_DAILY_BUDGET_USD"
@@ -121,6 +125,10 @@ var keys = append([]string{
 	EnvCatchUpMaxAge,
 	EnvWorkDir,
 	EnvProjectsRoot,
+	EnvThreads,
+	EnvThreadArchive,
+	EnvWorktrees,
+	EnvWorktreeKeepDays,
 	EnvTurnCard,
 	EnvDailyBudget,
 	EnvChannelBudget,

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +73,10 @@ func (p *parser) parse() *Config {
 		CatchUpMaxAge:        field(p, EnvCatchUpMaxAge, parseDuration),
 		WorkDir:              field(p, EnvWorkDir, parseOptionalDir),
 		ProjectsRoot:         field(p, EnvProjectsRoot, parseOptionalDir),
+		Threads:              field(p, EnvThreads, parseChoice(threadModes)),
+		ThreadArchive:        field(p, EnvThreadArchive, parseThreadArchive),
+		Worktrees:            field(p, EnvWorktrees, parseBool),
+		WorktreeKeepDays:     field(p, EnvWorktreeKeepDays, parseCount),
 		TurnCard:             field(p, EnvTurnCard, parseChoice(turnCards)),
 		DailyBudgetUSD:       field(p, EnvDailyBudget, parseDollars),
 		ChannelBudgetUSD:     field(p, EnvChannelBudget, parseDollars),
@@ -247,6 +252,28 @@ func parseChoice(choices []string) func(name, s string) (string, error) {
 		}
 		return "", varErrorf(name, "%s: %s is not one of %s", name, quote(s), strings.Join(choices, ", "))
 	}
+}
+
+// threadArchives are the auto-archive durations Discord accepts.
+var threadArchives = []time.Duration{time.Hour, 24 * time.Hour, 3 * 24 * time.Hour, 7 * 24 * time.Hour}
+
+// parseThreadArchive accepts a Go duration that is one of Discord's
+// auto-archive durations (1h, 24h, 72h, 168h); "1w" and "3d" style
+// spellings are taken too.
+func parseThreadArchive(name, s string) (time.Duration, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	named := map[string]time.Duration{"1d": 24 * time.Hour, "3d": 72 * time.Hour, "7d": 168 * time.Hour, "1w": 168 * time.Hour}
+	d, ok := named[t]
+	if !ok {
+		var err error
+		if d, err = time.ParseDuration(t); err != nil {
+			return 0, varErrorf(name, "%s: %s is not a duration; use one of 1h, 24h, 72h, 168h", name, quote(s))
+		}
+	}
+	if !slices.Contains(threadArchives, d) {
+		return 0, varErrorf(name, "%s: Discord archives threads after 1h, 24h, 72h or 168h only, not %s", name, quote(s))
+	}
+	return d, nil
 }
 
 func parseBool(name, s string) (bool, error) {
