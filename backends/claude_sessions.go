@@ -1,13 +1,17 @@
 package backends
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -205,4 +209,243 @@ func claudeProjectDir(dir string) string {
 		}
 		return '-'
 	}, dir)
+}
+
+// ErrNoSession is the error of FindSession for a session the CLI does not
+// have (or an id that cannot be one).
+var ErrNoSession = errors.New("no such session")
+
+// SessionInfo is a session a CLI keeps on disk, as a person picking one
+// to continue sees it.
+type SessionInfo struct {
+	ID string
+	// Dir is the working directory the session was made in (claude keeps
+	// sessions per directory).
+	Dir string
+	// FirstPrompt is the session's first user prompt, trimmed, at most
+	// maxFirstPrompt bytes; empty when none was found.
+	FirstPrompt string
+	// Modified is when the session's transcript last changed.
+	Modified time.Time
+}
+
+// TranscriptHead is what the start of a claude transcript says of its
+// session.
+type TranscriptHead struct {
+	SessionID string
+	// Dir is the first working directory (cwd) recorded.
+	Dir string
+	// FirstPrompt is the first prompt a person wrote: not a tool result, a
+	// side chain (sub-agent) or a line claude adds itself (isMeta, slash
+	// command echoes). Trimmed, at most maxFirstPrompt bytes.
+	FirstPrompt string
+}
+
+const (
+	// maxFirstPrompt bounds TranscriptHead.FirstPrompt, in bytes.
+	maxFirstPrompt = 2000
+	// transcriptHeadSize is how much of a transcript is read for its
+	// head: the first prompt is among the first lines, after a few
+	// bookkeeping lines that can hold the whole system prompt.
+	transcriptHeadSize = 4 << 20
+)
+
+// ParseClaudeTranscript reads the head of a claude session transcript
+// (~/.claude/projects/<dir>/<id>.jsonl: one JSON object per line, see
+// testdata/claude/transcripts). It is pure and total: lines that are not
+// JSON, or not of the expected shape, are skipped, and a transcript with
+// nothing recognisable gives the zero TranscriptHead.
+func ParseClaudeTranscript(data []byte) TranscriptHead {
+	var h TranscriptHead
+	for len(data) > 0 && (h.FirstPrompt == "" || h.Dir == "" || h.SessionID == "") {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte("\n"))
+		var l struct {
+			Type        string          `json:"type"`
+			IsMeta      bool            `json:"isMeta"`
+			IsSidechain bool            `json:"isSidechain"`
+			Cwd         json.RawMessage `json:"cwd"`
+			SessionID   json.RawMessage `json:"sessionId"`
+			Message     json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(line, &l) != nil {
+			continue
+		}
+		if h.Dir == "" {
+			h.Dir = rawString(l.Cwd)
+		}
+		if h.SessionID == "" {
+			h.SessionID = rawString(l.SessionID)
+		}
+		if h.FirstPrompt == "" && l.Type == "user" && !l.IsMeta && !l.IsSidechain {
+			h.FirstPrompt = userPrompt(l.Message)
+		}
+	}
+	return h
+}
+
+// rawString is raw as a string, "" when it is not one.
+func rawString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// userPrompt is the text a person wrote in a user message, "" for a tool
+// result or a line claude writes itself (a slash command, a shell escape).
+func userPrompt(raw json.RawMessage) string {
+	var m struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Role != "user" {
+		return ""
+	}
+	text := rawString(m.Content)
+	if text == "" {
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			return ""
+		}
+		var parts []string
+		for _, b := range blocks {
+			switch b.Type {
+			case "tool_result":
+				return ""
+			case "text":
+				if t := strings.TrimSpace(b.Text); t != "" {
+					parts = append(parts, t)
+				}
+			}
+		}
+		text = strings.Join(parts, "\n")
+	}
+	text = strings.TrimSpace(text)
+	for _, p := range []string{"<command-", "<local-command-", "<bash-", "<system-reminder>"} {
+		if strings.HasPrefix(text, p) {
+			return ""
+		}
+	}
+	if len(text) > maxFirstPrompt {
+		text = strings.TrimSpace(strings.ToValidUTF8(text[:maxFirstPrompt], ""))
+	}
+	return text
+}
+
+// Sessions lists the newest sessions (at most limit) claude keeps for
+// directory dir, newest first by the transcript's modification time, each
+// with its first prompt. A directory without sessions gives none and no
+// error. Transcripts are read as FindSession reads them.
+func (c *Claude) Sessions(dir string, limit int) ([]SessionInfo, error) {
+	root, rel := c.configRoot()
+	if root == "" {
+		return nil, errors.New("list claude sessions: no HOME or CLAUDE_CONFIG_DIR to find them in")
+	}
+	folder := filepath.Join(rel, "projects", claudeProjectDir(dir))
+	entries, err := os.ReadDir(filepath.Join(root, folder))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list claude sessions: %w", files.WithoutPath(err))
+	}
+	type candidate struct {
+		id  string
+		mod time.Time
+	}
+	var cands []candidate
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok || !e.Type().IsRegular() || !isUUID(id) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		cands = append(cands, candidate{id, info.ModTime()})
+	}
+	slices.SortFunc(cands, func(a, b candidate) int { return b.mod.Compare(a.mod) })
+	var out []SessionInfo
+	for _, cd := range cands {
+		if len(out) >= limit {
+			break
+		}
+		s, err := c.readSession(root, filepath.Join(folder, cd.id+".jsonl"))
+		if err != nil {
+			continue
+		}
+		s.ID, s.Dir = cd.id, dir
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// FindSession finds the claude session id in any directory's folder of
+// claude's projects, with the directory it was made in (the transcript's
+// cwd, which must be the one its folder is named for) and its first
+// prompt. An id that is not a UUID, or that no folder holds, returns
+// ErrNoSession. The transcript is opened as the agent would open it, never
+// through a link, and only its head is read.
+func (c *Claude) FindSession(id string) (SessionInfo, error) {
+	if !isUUID(id) {
+		return SessionInfo{}, ErrNoSession
+	}
+	root, rel := c.configRoot()
+	if root == "" {
+		return SessionInfo{}, errors.New("find claude session: no HOME or CLAUDE_CONFIG_DIR to find it in")
+	}
+	projects := filepath.Join(rel, "projects")
+	entries, err := os.ReadDir(filepath.Join(root, projects))
+	if errors.Is(err, fs.ErrNotExist) {
+		return SessionInfo{}, ErrNoSession
+	}
+	if err != nil {
+		return SessionInfo{}, fmt.Errorf("find claude session: %w", files.WithoutPath(err))
+	}
+	var best SessionInfo
+	found := false
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		s, err := c.readSession(root, filepath.Join(projects, e.Name(), id+".jsonl"))
+		if err != nil || s.Dir == "" || claudeProjectDir(s.Dir) != e.Name() {
+			continue
+		}
+		if !found || s.Modified.After(best.Modified) {
+			best, found = s, true
+		}
+	}
+	if !found {
+		return SessionInfo{}, ErrNoSession
+	}
+	best.ID = id
+	return best, nil
+}
+
+// readSession reads the head of the transcript at rel below root as the
+// agent would (files.Guard: one folder at a time, never through a link).
+func (c *Claude) readSession(root, rel string) (SessionInfo, error) {
+	g := files.Guard{Agent: c.opts.credential()}
+	f, err := g.Open(rel, root)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, transcriptHeadSize))
+	if err != nil {
+		return SessionInfo{}, files.WithoutPath(err)
+	}
+	h := ParseClaudeTranscript(data)
+	return SessionInfo{ID: h.SessionID, Dir: h.Dir, FirstPrompt: h.FirstPrompt, Modified: st.ModTime()}, nil
 }
