@@ -169,9 +169,9 @@ func (b *Bot) postApproval(ctx context.Context, e queue.Event, id uint64, view c
 		Content: text, Nonce: fmt.Sprintf("%sa%d-%d", b.noncePrefix, e.ID, id), EnforceNonce: true,
 		AllowedMentions: noPings(false), Components: row,
 	}
-	if prompt, err := strconv.ParseUint(e.ReplyTo, 10, 64); err == nil && b.interactionOf(e.ReplyTo) == nil {
+	if prompt, ok := replyRef(e); ok && b.interactionOf(e.ReplyTo) == nil {
 		// A reply notifies the prompt's author: the one ping meant here.
-		body.MessageReference = &messageReference{MessageID: discord.MessageID(prompt)}
+		body.MessageReference = &messageReference{MessageID: prompt}
 		body.AllowedMentions = noPings(true)
 	} else if user, err := discord.ParseSnowflake(e.UserID); err == nil {
 		// A slash command has no message to reply to: name its user.

@@ -154,6 +154,8 @@ type Options struct {
 	// Monitor, if set, is told about requests, the connection and
 	// catch-ups (the admin server's metrics).
 	Monitor Monitor
+	// Threads turns on a thread per task (THREADS=auto).
+	Threads ThreadOptions
 }
 
 // Intake is where accepted prompts go, and what /claude-stop stops.
@@ -258,6 +260,10 @@ type Bot struct {
 	// busyNoticed is when each channel was last told the queue is full;
 	// within busyNoticeEvery further refusals only get a reaction.
 	busyNoticed map[discord.ChannelID]time.Time
+	// opening are the threads being opened for prompts, by thread id.
+	opening map[string]*opening
+	// threadsTold are the channels told why their prompts get no thread.
+	threadsTold map[discord.ChannelID]bool
 	// ctx lives as long as the connection; background work uses it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -423,6 +429,8 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 		interactions: make(map[string]*interaction),
 		busyNoticed:  make(map[discord.ChannelID]time.Time),
 		held:         make(map[discord.ChannelID][]heldMessage),
+		opening:      make(map[string]*opening),
+		threadsTold:  make(map[discord.ChannelID]bool),
 		turns:        make(map[uint64]*turn),
 		clock:        opts.Clock,
 		out:          newOutbox(),
@@ -462,6 +470,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	b.state.AddSyncHandler(b.onMessage)
 	b.state.AddSyncHandler(b.onInteraction)
 	b.state.AddSyncHandler(b.onReaction)
+	b.state.AddSyncHandler(b.onThreadDelete)
 	b.buttons.add(stopButton, b.onStopPress)
 	b.buttons.add(stopAllButton, b.onStopPress)
 	b.buttons.add(approvalButton, b.onApprovalPress)

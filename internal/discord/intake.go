@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/threads"
 )
 
 // Source is the queue.Event Source of Discord events.
@@ -79,15 +80,16 @@ func (b *Bot) busyNoticeDueLocked(channel discord.ChannelID) bool {
 
 // accepts reports whether a message is a prompt for the bot: not from a bot
 // (itself included) or a webhook, a user's ordinary message, and either in
-// a direct message or mentioning the bot (property 5).
-func accepts(m discord.Message, botID discord.UserID) bool {
+// a direct message, in a thread the gateway opened (ownThread), or
+// mentioning the bot (property 5).
+func accepts(m discord.Message, botID discord.UserID, ownThread bool) bool {
 	if m.Author.Bot || m.WebhookID.IsValid() || m.Author.ID == botID {
 		return false
 	}
 	if m.Type != discord.DefaultMessage && m.Type != discord.InlinedReplyMessage {
 		return false
 	}
-	if !m.GuildID.IsValid() {
+	if !m.GuildID.IsValid() || ownThread {
 		return true
 	}
 	if Mentions(m.Content, botID.String()) {
@@ -162,7 +164,7 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	b.mu.Unlock()
 
 	botID := b.me()
-	if !accepts(m, botID) {
+	if !accepts(m, botID, m.GuildID.IsValid() && b.ownThread(m.ChannelID)) {
 		return
 	}
 	log := b.log.With().Str("channel", m.ChannelID.String()).Str("message", m.ID.String()).Logger()
@@ -190,6 +192,12 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	if m.GuildID.IsValid() {
 		e.GuildID = m.GuildID.String()
 	}
+	thread := false
+	if opens, missing := b.opensThread(m.ChannelID, m.GuildID); opens {
+		thread = b.threadOfMessage(&e, m, log)
+	} else if missing != "" {
+		b.missingThreadPermission(m.ChannelID, m.ID, missing)
+	}
 	if b.stopping.Load() {
 		b.keep(e, log)
 		return
@@ -210,7 +218,16 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		go b.refuse(m.ChannelID, m.ID, err, notify)
 		return
 	}
-	log.Info().Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Msg("prompt accepted")
+	log.Info().Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Bool("thread", thread).Msg("prompt accepted")
+	if thread {
+		// The thread shows at once, also while the prompt waits its turn;
+		// PrepareThread waits for this attempt or makes its own.
+		go func() {
+			if err := b.openThread(b.ctx, rcpt.Event); err != nil {
+				log.Warn().Err(err).Msg("could not open the prompt's thread yet")
+			}
+		}()
+	}
 	if rcpt.Waiting && b.opts.Steer != nil && b.opts.Steer(rcpt.Event) {
 		go func() {
 			if err := b.client(b.ctx).React(m.ChannelID, m.ID, steeredEmoji); err != nil {
@@ -241,7 +258,7 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 func (b *Bot) keep(e queue.Event, log zerolog.Logger) {
 	k, ok := b.intake.(Keeper)
 	if !ok {
-		go b.notice(parseChannel(e.ChannelID), parseMessage(e.ReplyTo), shuttingDown)
+		go b.notice(promptChannel(e), parseMessage(e.ReplyTo), shuttingDown)
 		return
 	}
 	kept, err := k.Keep(e)
@@ -250,7 +267,7 @@ func (b *Bot) keep(e queue.Event, log zerolog.Logger) {
 		return
 	case err != nil:
 		log.Error().Err(err).Msg("prompt not kept for the next start")
-		go b.notice(parseChannel(e.ChannelID), parseMessage(e.ReplyTo), shuttingDown)
+		go b.notice(promptChannel(e), parseMessage(e.ReplyTo), shuttingDown)
 		return
 	}
 	log.Info().Uint64("event", kept.ID).Msg("prompt kept for the next start: the gateway is stopping")
@@ -315,8 +332,8 @@ func (b *Bot) allowed(user discord.UserID, channel discord.ChannelID, guild disc
 	}
 	var parent string
 	if guild.IsValid() {
-		if ch, err := b.state.Channel(channel); err == nil && ch.ParentID.IsValid() && isThread(ch.Type) {
-			parent = ch.ParentID.String()
+		if p, ok := b.threadParent(channel); ok {
+			parent = p.String()
 		}
 	}
 	g := ""
@@ -624,6 +641,14 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	if ev.GuildID.IsValid() {
 		e.GuildID = ev.GuildID.String()
 	}
+	opens, missing := b.opensThread(ev.ChannelID, ev.GuildID)
+	if opens {
+		// Its own lane: the thread, its lane-to-be, has no id before the
+		// command's message exists (PrepareThread opens it).
+		e.ThreadName, e.Lane = threads.Name(prompt), key
+	} else if missing != "" {
+		b.missingThreadPermission(ev.ChannelID, 0, missing)
+	}
 	b.mu.Lock()
 	rcpt, err := b.intake.Enqueue(e)
 	if err == nil {
@@ -648,6 +673,12 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	b.log.Info().Str("channel", ev.ChannelID.String()).Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Msg("slash prompt accepted")
 	go func() {
 		defer close(in.acked)
+		if opens {
+			if err := b.respondThreadPrompt(ev, e.Author, e.Text); err != nil {
+				b.log.Warn().Err(err).Str("channel", ev.ChannelID.String()).Msg("could not acknowledge the slash command")
+			}
+			return
+		}
 		err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, api.InteractionResponse{
 			Type: api.DeferredMessageInteractionWithSource,
 		})

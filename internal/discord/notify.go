@@ -32,8 +32,8 @@ func (b *Bot) Notify(ctx context.Context, e queue.Event, tag, text string, retry
 		EnforceNonce:    true,
 		AllowedMentions: noPings(false),
 	}
-	if id, err := strconv.ParseUint(e.ReplyTo, 10, 64); err == nil {
-		body.MessageReference = &messageReference{MessageID: discord.MessageID(id)}
+	if id, ok := replyRef(e); ok {
+		body.MessageReference = &messageReference{MessageID: id}
 		body.AllowedMentions = noPings(true)
 	}
 	if retry {

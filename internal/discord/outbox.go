@@ -255,8 +255,8 @@ func (b *Bot) hand(e queue.Event, channel discord.ChannelID, text string, parts 
 	}
 	if d.in = b.takeInteraction(e.ReplyTo); d.in != nil {
 		d.token = d.in.token
-	} else if id, err := discord.ParseSnowflake(e.ReplyTo); err == nil {
-		d.ref = discord.MessageID(id)
+	} else if ref, ok := replyRef(e); ok {
+		d.ref = ref
 	}
 	if !b.out.add(d, b.deliverChannel) {
 		if d.in != nil {

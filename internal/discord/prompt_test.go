@@ -119,25 +119,25 @@ func TestAcceptsFiltersBots(t *testing.T) {
 		if mentioned {
 			m.Content += " <@" + bot.String() + ">"
 		}
-		got := accepts(m, bot)
+		got := accepts(m, bot, false)
 		want := !m.Author.Bot && (mentioned || Mentions(m.Content, bot.String()) || !m.GuildID.IsValid())
 		if got != want {
 			t.Fatalf("accepts(bot=%v guild=%v %q) = %v, want %v", m.Author.Bot, m.GuildID, m.Content, got, want)
 		}
 		// The bot itself is never taken, flag or not.
 		m.Author = discord.User{ID: bot}
-		if accepts(m, bot) {
+		if accepts(m, bot, false) {
 			t.Fatalf("the bot's own message was taken: %q", m.Content)
 		}
 	}
 	// Mentions through the mentions array (e.g. a reply that pings).
 	m := discord.Message{GuildID: 1, Type: discord.InlinedReplyMessage, Author: discord.User{ID: 5},
 		Content: "thanks", Mentions: []discord.GuildUser{{User: discord.User{ID: bot}}}}
-	if !accepts(m, bot) {
+	if !accepts(m, bot, false) {
 		t.Error("a reply pinging the bot was not taken")
 	}
 	m.WebhookID = 7
-	if accepts(m, bot) {
+	if accepts(m, bot, false) {
 		t.Error("a webhook's message was taken")
 	}
 }

@@ -48,6 +48,9 @@ type turn struct {
 	channel discord.ChannelID
 	// prompt is the message the turn answers; zero for a slash command.
 	prompt discord.MessageID
+	// promptIn is the channel of the prompt message: the channel a
+	// thread was opened in, for the thread's opening prompt.
+	promptIn discord.ChannelID
 	// in is the slash command whose response holds the card.
 	in      *interaction
 	started time.Time
@@ -88,7 +91,7 @@ func (b *Bot) beginTurn(e queue.Event) *turn {
 		show: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{}), over: make(chan struct{}),
 	}
 	if id, err := discord.ParseSnowflake(e.ReplyTo); err == nil {
-		t.prompt = discord.MessageID(id)
+		t.prompt, t.promptIn = discord.MessageID(id), promptChannel(e)
 	}
 	b.mu.Lock()
 	t.in = b.interactions[e.ReplyTo]
@@ -163,8 +166,8 @@ func (t *turn) create() bool {
 			Content: text, Nonce: fmt.Sprintf("%sc%d", t.b.noncePrefix, t.e.ID), EnforceNonce: true,
 			AllowedMentions: noPings(false), Components: row,
 		}
-		if t.prompt.IsValid() {
-			body.MessageReference = &messageReference{MessageID: t.prompt}
+		if ref, ok := replyRef(t.e); ok {
+			body.MessageReference = &messageReference{MessageID: ref}
 		}
 		var msg discord.Message
 		err = t.b.client(t.b.ctx).RequestJSON(&msg, "POST", api.EndpointChannels+t.channel.String()+"/messages", httputil.WithJSONBody(body))
@@ -608,11 +611,11 @@ func (b *Bot) onReaction(ev *gateway.MessageReactionAddEvent) {
 	b.mu.Lock()
 	var target *turn
 	for _, t := range b.turns {
-		if t.channel != ev.ChannelID {
+		if t.channel != ev.ChannelID && t.promptIn != ev.ChannelID {
 			continue
 		}
 		t.mu.Lock()
-		hit := t.prompt == ev.MessageID || (t.cardID.IsValid() && t.cardID == ev.MessageID)
+		hit := (t.promptIn == ev.ChannelID && t.prompt == ev.MessageID) || (t.channel == ev.ChannelID && t.cardID.IsValid() && t.cardID == ev.MessageID)
 		t.mu.Unlock()
 		if hit {
 			target = t

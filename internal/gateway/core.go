@@ -59,6 +59,9 @@ type CoreOptions struct {
 	// (the inbox); StartID is its highest event id.
 	Journal queue.Journal
 	StartID uint64
+	// Prepare, if set, readies an event's place before its turn (the
+	// thread a prompt opens) and returns the event as the turn sees it.
+	Prepare func(context.Context, queue.Event) queue.Event
 	// OnStart, if set, is called when an event's turn is about to start.
 	OnStart func(queue.Event)
 	// Costs, if set, records what every event cost (the ledger).
@@ -226,6 +229,9 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		rt.ShareSystemPromptWith(agentUser.GID)
 	}
 	handle := func(ctx context.Context, e queue.Event) {
+		if opts.Prepare != nil {
+			e = opts.Prepare(ctx, e)
+		}
 		if opts.OnStart != nil {
 			opts.OnStart(e)
 		}

@@ -110,6 +110,9 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 		// a new session given the recent conversation: the tests of the
 		// archive turn it on; the others compare prompts as sent.
 		config.EnvHistoryMessages: "0",
+		// Tests of threads turn them on; the others look for answers in
+		// the channel they posted in.
+		config.EnvThreads: config.ThreadsOff,
 	}
 	for k, v := range o.env {
 		env[k] = v

@@ -26,6 +26,7 @@ import (
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/schedule"
+	"github.com/agentgateway/gateway/internal/session"
 )
 
 // Options adjust Run; the zero value is production.
@@ -144,6 +145,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	dopts.Files = guard
+	threadList, err := openThreads(cfg, log)
+	if err != nil {
+		return err
+	}
+	var sessions *session.Store // the core's, once it exists
+	dopts.Threads = threadOptions(cfg, threadList, func() *session.Store { return sessions }, log.With().Str("component", "threads").Logger())
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {
 		return err
@@ -201,6 +208,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Turns:   turnWatchers{gate, durable},
 		Journal: durable,
 		StartID: in.LastID(),
+		Prepare: bot.PrepareThread,
 		OnStart: func(e queue.Event) {
 			mon.Started(e)
 			durable.started(e)
@@ -229,6 +237,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	ctl.sessions, ctl.queue = core.Sessions, core.Queue
+	sessions = core.Sessions
 	steer = core.Runtime.Steer
 	if w, ok := core.Backend.(interface{ Warm() backends.WarmStats }); ok && cfg.KeepAlive > 0 {
 		ctl.warm = w.Warm

@@ -13,6 +13,7 @@ import (
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
 	"github.com/agentgateway/gateway/internal/session"
+	"github.com/agentgateway/gateway/internal/threads"
 )
 
 // StateNames are the files and folders the gateway keeps in CONFIG_DIR for
@@ -22,6 +23,7 @@ import (
 // skills are not state: the agent reads them anyway.
 var StateNames = []string{
 	session.FileName,  // sessions.json: every channel's session
+	threads.FileName,  // threads.json: the threads the gateway opened
 	InboxFile,         // inbox.log: every prompt and webhook payload
 	cost.FileName,     // ledger.jsonl
 	hold.StateFile,    // schedule-holds.json

@@ -50,6 +50,13 @@ type Event struct {
 	GuildID string
 	// ReplyTo identifies the message being answered (transport-specific).
 	ReplyTo string
+	// ReplyIn is the channel ReplyTo's message was posted in when the
+	// answer goes elsewhere: a prompt that opens a thread is answered in
+	// the thread (ChannelID), but was posted in the thread's channel.
+	ReplyIn string `json:",omitempty"`
+	// ThreadName is set on a prompt that opens a thread of its own: the
+	// thread is opened, with this name, before the turn posts anything.
+	ThreadName string `json:",omitempty"`
 	// Model overrides the backend's model for this event.
 	Model string
 	// SessionKey picks the session binding; empty means ChannelID. Events

@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/fakediscord"
+	"github.com/agentgateway/gateway/internal/session"
+	"github.com/agentgateway/gateway/internal/threads"
+)
+
+// sessionsByPrompt is a scripted backend that starts a numbered session
+// for a turn without one and keeps the one it resumes.
+type sessionsByPrompt struct {
+	mu   sync.Mutex
+	next int
+}
+
+func (s *sessionsByPrompt) respond(_ context.Context, req backends.Request, _ func(backends.Event)) (backends.Result, error) {
+	id := req.SessionID
+	if id == "" {
+		s.mu.Lock()
+		s.next++
+		id = fmt.Sprintf("session-%d", s.next)
+		s.mu.Unlock()
+	}
+	return backends.Result{SessionID: id, Text: "answer to " + req.Prompt}, nil
+}
+
+func threadHarness(t *testing.T, env map[string]string) *harness {
+	t.Helper()
+	sp := &sessionsByPrompt{}
+	env = withEnv(env, config.EnvThreads, config.ThreadsAuto)
+	return startGateway(t, harnessOptions{respond: sp.respond, env: env})
+}
+
+// waitThread waits for the thread opened on message m and returns it.
+func (h *harness) waitThread(m discord.Message) discord.Channel {
+	h.t.Helper()
+	var th discord.Channel
+	h.fd.Wait(h.t, "a thread on the prompt", waitLong, func() bool {
+		for _, c := range h.fd.Threads(m.ChannelID) {
+			if c.ID == discord.ChannelID(m.ID) {
+				th = c
+				return true
+			}
+		}
+		return false
+	})
+	return th
+}
+
+func (h *harness) threadSession(thread discord.ChannelID) string {
+	h.t.Helper()
+	store, _, err := session.Open(filepath.Join(h.cfg.ConfigDir, session.FileName))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b, _ := store.Get(thread.String())
+	return b.SessionID
+}
+
+func TestMentionOpensAThreadThatCarriesTheConversation(t *testing.T) {
+	h := threadHarness(t, nil)
+
+	first := h.mention(h.channel, "Fix the login bug\nIt fails on Safari since Tuesday.")
+	th := h.waitThread(first)
+	if th.Name != "Fix the login bug" {
+		t.Errorf("thread name = %q, want the prompt's first line", th.Name)
+	}
+	if th.Type != discord.GuildPublicThread {
+		t.Errorf("thread type = %v, want a public thread", th.Type)
+	}
+	if th.ThreadMetadata == nil || th.ThreadMetadata.AutoArchiveDuration != discord.SevenDaysArchive {
+		t.Errorf("thread metadata = %+v, want auto-archive after a week (THREAD_ARCHIVE's default)", th.ThreadMetadata)
+	}
+	answers := h.waitReplies(th.ID, 1)
+	if !strings.Contains(answers[0].Content, "answer to Fix the login bug") {
+		t.Errorf("answer in the thread = %q", answers[0].Content)
+	}
+	if answers[0].Reference != nil {
+		t.Errorf("the answer in the thread replies to %+v: Discord refuses replies across channels", answers[0].Reference)
+	}
+	firstSession := h.threadSession(th.ID)
+	if firstSession == "" {
+		t.Fatal("the thread has no session of its own")
+	}
+
+	// In the bot's thread, no mention is needed, and the thread's session
+	// goes on.
+	h.fd.Post(th.ID, h.user, "and add a test for it")
+	h.waitReplies(th.ID, 2)
+	h.backendCalls(2)
+	if got := h.backend.Requests()[1].SessionID; got != firstSession {
+		t.Errorf("the second prompt in the thread resumed %q, want the thread's session %q", got, firstSession)
+	}
+
+	// Another task opens another thread and another session.
+	second := h.mention(h.channel, "Write the release notes")
+	th2 := h.waitThread(second)
+	h.waitReplies(th2.ID, 1)
+	h.backendCalls(3)
+	if got := h.backend.Requests()[2].SessionID; got != "" {
+		t.Errorf("a new thread resumed %q, want a fresh session", got)
+	}
+	h.fd.Post(th2.ID, h.user, "shorter please")
+	h.waitReplies(th2.ID, 2)
+	h.backendCalls(4)
+	if got, other := h.backend.Requests()[3].SessionID, h.threadSession(th2.ID); got != other || got == firstSession {
+		t.Errorf("the second thread resumed %q, want its own session %q (not the first thread's %q)", got, other, firstSession)
+	}
+	if msgs := h.fd.BotMessages(h.channel); len(msgs) != 0 {
+		t.Errorf("the bot posted %d messages in the channel itself, want its answers in the threads: %+v", len(msgs), msgs[0].Content)
+	}
+
+	list, _, err := threads.Open(filepath.Join(h.cfg.ConfigDir, threads.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := list.Get(th.ID.String())
+	if !ok || got.Parent != h.channel.String() || got.Author != h.user.ID.String() || got.LastUsed.IsZero() {
+		t.Errorf("threads.json holds %+v (known %v), want the thread with its channel, author and last use", got, ok)
+	}
+}
+
+func TestThreadInheritsTheChannelsSettingsAndKeepsItsOwn(t *testing.T) {
+	h := threadHarness(t, nil)
+	set := h.fd.Interact(h.channel, h.user, "model", map[string]string{"name": "opus"})
+	h.fd.Wait(t, "/model's answer", waitLong, func() bool { return len(h.fd.Callbacks(set)) == 1 })
+
+	th := h.waitThread(h.mention(h.channel, "first task"))
+	h.waitReplies(th.ID, 1)
+	if got := h.backend.Requests()[0].Model; got != "opus" {
+		t.Errorf("the thread's turn used model %q, want the channel's opus", got)
+	}
+	own := h.fd.Interact(th.ID, h.user, "model", map[string]string{"name": "haiku"})
+	h.fd.Wait(t, "/model's answer in the thread", waitLong, func() bool { return len(h.fd.Callbacks(own)) == 1 })
+	h.fd.Post(th.ID, h.user, "again")
+	h.waitReplies(th.ID, 2)
+	h.backendCalls(2)
+	if got := h.backend.Requests()[1].Model; got != "haiku" {
+		t.Errorf("after /model in the thread its turn used %q, want haiku", got)
+	}
+	th2 := h.waitThread(h.mention(h.channel, "second task"))
+	h.waitReplies(th2.ID, 1)
+	h.backendCalls(3)
+	if got := h.backend.Requests()[2].Model; got != "opus" {
+		t.Errorf("a new thread used %q, want the channel's opus (the first thread's haiku is its own)", got)
+	}
+}
+
+func TestResetInAThreadResetsOnlyThatThread(t *testing.T) {
+	h := threadHarness(t, nil)
+	th := h.waitThread(h.mention(h.channel, "task one"))
+	h.waitReplies(th.ID, 1)
+	th2 := h.waitThread(h.mention(h.channel, "task two"))
+	h.waitReplies(th2.ID, 1)
+	keep := h.threadSession(th2.ID)
+
+	reset := h.fd.Interact(th.ID, h.user, "claude-reset", nil)
+	h.fd.Wait(t, "reset answer", waitLong, func() bool { return len(h.fd.Callbacks(reset)) == 1 })
+	if got := h.threadSession(th.ID); got != "" {
+		t.Errorf("the thread still has session %q after /claude-reset in it", got)
+	}
+	if got := h.threadSession(th2.ID); got != keep {
+		t.Errorf("the other thread's session is %q after a reset elsewhere, want %q", got, keep)
+	}
+}
+
+func TestThreadsOffAnswersInTheChannel(t *testing.T) {
+	sp := &sessionsByPrompt{}
+	h := startGateway(t, harnessOptions{respond: sp.respond, env: map[string]string{config.EnvThreads: config.ThreadsOff}})
+	h.mention(h.channel, "no thread please")
+	h.waitReplies(h.channel, 1)
+	if ths := h.fd.Threads(h.channel); len(ths) != 0 {
+		t.Errorf("THREADS=off opened %d threads", len(ths))
+	}
+}
+
+func TestDirectMessagesOpenNoThread(t *testing.T) {
+	h := threadHarness(t, nil)
+	dm := h.fd.AddChannel(fakediscord.Channel{})
+	h.fd.Post(dm, h.user, "hello in private")
+	h.waitReplies(dm, 1)
+}
+
