@@ -43,6 +43,9 @@ func gatewayEnv(fd *fakediscord.Server, configDir string, extra ...string) []str
 		"CONFIG_DIR=" + configDir,
 		"PERMISSION_MODE=acceptEdits",
 		"LOG_LEVEL=warn",
+		// The same path as the figures before threads: one channel, one
+		// lane, answers in the channel.
+		"THREADS=off",
 	}, extra...)
 }
 

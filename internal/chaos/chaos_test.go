@@ -123,6 +123,8 @@ func TestChaos(t *testing.T) {
 		"WEBHOOK_ADDR=" + webhookAddr,
 		"WEBHOOK_CHAOS_SECRET=" + webhookSecret,
 		"LOG_FORMAT=json",
+		// Answers in the channels, where their order is checked.
+		"THREADS=off",
 	}
 	owner := gateway.Owner(&config.Config{ConfigDir: configDir})
 
