@@ -192,3 +192,51 @@ func TestDirectMessagesOpenNoThread(t *testing.T) {
 	h.waitReplies(dm, 1)
 }
 
+
+// In a thread someone else made, the bot answers only when mentioned, as
+// in a channel, and answers in that thread without opening another.
+func TestThreadsOthersMadeNeedAMention(t *testing.T) {
+	h := threadHarness(t, nil)
+	theirs := h.fd.AddChannel(fakediscord.Channel{GuildID: h.guild, ParentID: h.channel, Type: discord.GuildPublicThread, Name: "their chat"})
+	h.fd.Post(theirs, h.user, "talking among ourselves")
+	h.mention(theirs, "now a question for the bot")
+	answers := h.waitReplies(theirs, 1)
+	h.backendCalls(1)
+	if got := h.backend.Requests(); len(got) != 1 || got[0].Prompt != "now a question for the bot" {
+		t.Errorf("prompts = %+v, want only the mention", got)
+	}
+	if !strings.Contains(answers[0].Content, "now a question") || answers[0].Reference == nil {
+		t.Errorf("answer = %q (reference %+v), want a reply in their thread", answers[0].Content, answers[0].Reference)
+	}
+	if ths := h.fd.Threads(h.channel); len(ths) != 1 {
+		t.Errorf("the channel has %d threads, want only theirs", len(ths))
+	}
+}
+
+// A message posted in one of the bot's threads while the gateway was down
+// is answered after the restart, without a mention.
+func TestThreadMessageWhileDownIsCaughtUp(t *testing.T) {
+	sp := &sessionsByPrompt{}
+	env := map[string]string{config.EnvThreads: config.ThreadsAuto}
+	first := startGateway(t, harnessOptions{respond: sp.respond, env: env})
+	th := first.waitThread(first.mention(first.channel, "a long task"))
+	first.waitReplies(th.ID, 1)
+	session := first.threadSession(th.ID)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	first.fd.Post(th.ID, first.user, "one more thing")
+
+	second := startGateway(t, harnessOptions{respond: sp.respond, env: env, fd: first.fd, configDir: first.cfg.ConfigDir})
+	second.fd.Wait(t, "the missed prompt's answer in the thread", waitLong, func() bool {
+		for _, m := range second.fd.BotMessages(th.ID) {
+			if strings.Contains(m.Content, "answer to one more thing") {
+				return true
+			}
+		}
+		return false
+	})
+	if got := second.backend.Requests()[0].SessionID; got != session {
+		t.Errorf("the missed prompt resumed %q, want the thread's session %q", got, session)
+	}
+}
