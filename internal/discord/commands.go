@@ -63,6 +63,8 @@ type commands struct {
 	m  map[string]commandHandler
 	// order keeps registration order for the bulk overwrite.
 	order []string
+	// complete are the autocomplete handlers by command (autocomplete.go).
+	complete map[string]func(context.Context, AutocompleteRequest) []Choice
 }
 
 // HandleCommand registers a slash command; call it before Open. The

@@ -563,6 +563,10 @@ func (b *Bot) onInteraction(iev *interactionCreate) {
 		b.onPress(iev, press)
 		return
 	}
+	if ac, ok := ev.Data.(*discord.AutocompleteInteraction); ok {
+		b.onAutocomplete(iev, ac)
+		return
+	}
 	cmd, ok := ev.Data.(*discord.CommandInteraction)
 	if !ok {
 		return

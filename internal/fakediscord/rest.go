@@ -472,6 +472,9 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return http.StatusBadRequest, malformed
 	}
+	if _, ok := s.completions[id]; ok || in.Type == 8 {
+		return s.completeLocked(id, in.Type, in.Raw)
+	}
 	var has present
 	if len(in.Raw) > 0 && string(in.Raw) != "null" {
 		in.Data = &sentMessage{}

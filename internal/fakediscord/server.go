@@ -193,7 +193,9 @@ type Server struct {
 	// pressed is the message each button press (by interaction id) was on.
 	pressed map[string]pressedMessage
 	// interactionChannel is the channel of each slash command, by id.
-	interactionChannel            map[string]discord.ChannelID
+	interactionChannel map[string]discord.ChannelID
+	// completions are the autocomplete interactions, by id (autocomplete.go).
+	completions                   map[string]*completion
 	conn                          *conn
 	offline                       bool
 	session                       *gwSession
@@ -397,6 +399,13 @@ type Option struct {
 func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, command string, options ...Option) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.interactLocked(2, ch, user, command, options, "")
+}
+
+// interactLocked dispatches an application command interaction of type typ
+// (2 a slash command, 4 an autocomplete) and returns its id; focused names
+// the option the user is typing in (type 4).
+func (s *Server) interactLocked(typ int, ch discord.ChannelID, user discord.User, command string, options []Option, focused string) string {
 	c := s.mustChannel(ch)
 	id := s.id().String()
 	var opts []map[string]any
@@ -407,7 +416,11 @@ func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, comman
 			o.Type, o.Value = 11, a.ID.String()
 			resolved[a.ID.String()] = a
 		}
-		opts = append(opts, map[string]any{"name": o.Name, "type": o.Type, "value": o.Value})
+		opt := map[string]any{"name": o.Name, "type": o.Type, "value": o.Value}
+		if focused != "" && o.Name == focused {
+			opt["focused"] = true
+		}
+		opts = append(opts, opt)
 	}
 	if s.interactionChannel == nil {
 		s.interactionChannel = map[string]discord.ChannelID{}
@@ -416,7 +429,7 @@ func (s *Server) InteractOptions(ch discord.ChannelID, user discord.User, comman
 	ev := map[string]any{
 		"id":             id,
 		"application_id": s.App.String(),
-		"type":           2,
+		"type":           typ,
 		"token":          "itoken-" + id,
 		"version":        1,
 		"channel_id":     ch.String(),
