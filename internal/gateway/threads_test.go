@@ -240,3 +240,26 @@ func TestThreadMessageWhileDownIsCaughtUp(t *testing.T) {
 		t.Errorf("the missed prompt resumed %q, want the thread's session %q", got, session)
 	}
 }
+
+// When Discord refuses the thread, the prompt is still answered: in its
+// channel, as a reply, after one line saying why.
+func TestRefusedThreadIsAnsweredInTheChannel(t *testing.T) {
+	h := threadHarness(t, nil)
+	h.fd.Fail(fakediscord.Fault{Method: "POST", Path: "/channels/" + h.channel.String() + "/messages/", Status: 403, Times: 5})
+	m := h.mention(h.channel, "please answer anyway")
+	h.fd.Wait(t, "the answer in the channel", waitLong, func() bool { return len(repliesTo(h.fd, h.channel, m.ID)) == 2 })
+	got := repliesTo(h.fd, h.channel, m.ID)
+	if !strings.Contains(got[0].Content, "could not open a thread") || !strings.Contains(got[1].Content, "answer to please answer anyway") {
+		t.Errorf("replies = %q, %q; want the reason, then the answer", got[0].Content, got[1].Content)
+	}
+	list, _, err := threads.Open(filepath.Join(h.cfg.ConfigDir, threads.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.Owns(m.ID.String()) {
+		t.Error("threads.json lists the thread Discord refused")
+	}
+	if got := h.threadSession(h.channel); got == "" {
+		t.Error("the answer in the channel left no session for the channel's next prompt")
+	}
+}
