@@ -133,8 +133,9 @@ func gatewayEnv(t *testing.T, fd *fakediscord.Server, apiURL, configDir string, 
 		"DISCORD_API_BASE_URL=" + fd.APIBaseURL(),
 		"DISCORD_GATEWAY_URL=" + fd.GatewayURL(),
 		"LOG_FORMAT=json",
-	}, append(extra,
-		// After extra: the first value wins, so a test of threads
-		// turns them on; the others look for answers in the channel.
-		"THREADS=off")...)
+		// Before extra: exec.Cmd keeps the last value of a name, so a
+		// test of threads turns them on; the others look for answers in
+		// the channel.
+		"THREADS=off",
+	}, extra...)
 }
