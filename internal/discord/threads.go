@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -295,19 +296,12 @@ func (b *Bot) prepareSlashThread(ctx context.Context, e queue.Event) queue.Event
 			b.log.Debug().Err(err).Msg("the /claude command's message is out of reach; opening a thread without it")
 		}
 	}
-	data := api.StartThreadData{Name: e.ThreadName, AutoArchiveDuration: b.archiveDuration()}
-	var th *discord.Channel
-	_, err := b.retrying(ctx, func() (discord.MessageID, error) {
-		var err error
-		if starter.IsValid() {
-			th, err = b.client(ctx).StartThreadWithMessage(parent, starter, data)
-			return 0, err
-		}
-		d := data
-		d.Type = discord.GuildPublicThread
-		th, err = b.client(ctx).StartThreadWithoutMessage(parent, d)
-		return 0, err
-	})
+	th, err := b.startSlashThread(ctx, parent, starter, e.ThreadName)
+	if err == nil && starter.IsValid() && th == nil {
+		// The command's message was deleted before its thread opened.
+		starter = 0
+		th, err = b.startSlashThread(ctx, parent, 0, e.ThreadName)
+	}
 	if err != nil || th == nil {
 		if err == nil {
 			err = errNoAnswer
@@ -324,12 +318,41 @@ func (b *Bot) prepareSlashThread(ctx context.Context, e queue.Event) queue.Event
 	b.log.Info().Str("channel", e.ChannelID).Str("thread", t.ID).Msg("thread opened for a /claude prompt")
 	e.ChannelID, e.ReplyTo, e.ReplyIn, e.ThreadName = t.ID, "", "", ""
 	if !starter.IsValid() {
-		body := messageCreate{Content: fmt.Sprintf(slashThreadIntro, e.Author, quote(e.Text)), AllowedMentions: noPings(false)}
+		body := messageCreate{Content: fmt.Sprintf(slashThreadIntro, e.Author, quote(e.Text)), AllowedMentions: noPings(false),
+			Nonce: fmt.Sprintf("%sq%d", b.noncePrefix, e.ID), EnforceNonce: true}
 		if id, err := b.postMessage(ctx, discord.Snowflake(th.ID), body); err == nil {
 			e.ReplyTo = id.String()
 		}
 	}
 	return e
+}
+
+// startSlashThread opens a public thread in parent, on starter when it is
+// set. A starter Discord no longer has gives a nil thread and no error.
+func (b *Bot) startSlashThread(ctx context.Context, parent discord.ChannelID, starter discord.MessageID, name string) (*discord.Channel, error) {
+	data := api.StartThreadData{Name: name, AutoArchiveDuration: b.archiveDuration()}
+	if !starter.IsValid() {
+		// API v9 makes a private thread when no type is given.
+		data.Type = discord.GuildPublicThread
+	}
+	var th *discord.Channel
+	_, err := b.retrying(ctx, func() (discord.MessageID, error) {
+		var err error
+		if starter.IsValid() {
+			th, err = b.client(ctx).StartThreadWithMessage(parent, starter, data)
+		} else {
+			th, err = b.client(ctx).StartThreadWithoutMessage(parent, data)
+		}
+		return 0, err
+	})
+	var gone *RefusedError
+	if starter.IsValid() && errors.As(refused(err), &gone) && gone.Status == http.StatusNotFound {
+		return nil, nil
+	}
+	if err == nil && th == nil {
+		err = errNoAnswer
+	}
+	return th, err
 }
 
 // quote is the start of a prompt as a /claude command's message shows it.
