@@ -117,7 +117,9 @@ func TestGitRunsAsTheAgentUser(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { filepath.Walk(base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 0, 0) }) })
+	t.Cleanup(func() {
+		filepath.Walk(base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 0, 0) })
+	})
 
 	agent := &User{Name: "nobody", Home: home, Credential: proc.Credential{UID: uint32(uid), GID: uint32(gid)}}
 	g := New(Options{User: agent, Root: root})
