@@ -160,6 +160,16 @@ type SessionMover interface {
 	MoveSession(id, from, to string) error
 }
 
+// Workspace may give a prompt's turn a folder of its own instead of its
+// channel's project: a thread's git worktree (WORKTREES=on).
+type Workspace interface {
+	// WorkDir returns where e's turn runs, given dir, where it would run
+	// otherwise (the channel's project, else WORK_DIR); "" keeps dir.
+	// note, when set, is one line for the reply: why the turn runs in dir
+	// after all. It must not fail the turn.
+	WorkDir(ctx context.Context, e queue.Event, dir string) (workDir, note string)
+}
+
 // Options configures a Runtime.
 type Options struct {
 	// ConfigDir holds the persona files and memory.md.
@@ -204,6 +214,9 @@ type Options struct {
 	// results of its query actions.
 	Actions         ActionRunner
 	ActionFollowups int
+	// Workspace, if set, is asked where each prompt's turn runs
+	// (scheduled events keep the gateway's defaults).
+	Workspace Workspace
 	// ScheduledToolsAllowed answers the tool approvals of events nobody
 	// can be asked about (heartbeats, cron jobs, hooks, webhooks): allow
 	// when set, deny otherwise (SCHEDULED_TOOLS_POLICY).
@@ -406,6 +419,12 @@ func (r *Runtime) Close() {
 	}
 }
 
+// SetWorkspace makes w choose where prompts' turns run (Options.Workspace).
+// Call it before the first event.
+func (r *Runtime) SetWorkspace(w Workspace) {
+	r.opts.Workspace = w
+}
+
 // Handle is the queue.Handler: it processes the event and delivers the reply.
 func (r *Runtime) Handle(ctx context.Context, e queue.Event) {
 	r.Process(ctx, e)
@@ -567,6 +586,17 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 			return Outcome{Err: fmt.Errorf("channel project: %w", ErrProjectGone), Reply: projectGoneReply}
 		}
 	}
+	var workNote string
+	if r.opts.Workspace != nil && !e.Scheduled() {
+		if dir := firstNonEmpty(set.Project, r.opts.WorkDir); dir != "" {
+			// The rest of the turn (the run, the outbox, the actions)
+			// works where the workspace says.
+			var moved string
+			if moved, workNote = r.opts.Workspace.WorkDir(ctx, e, dir); moved != "" {
+				set.Project = moved
+			}
+		}
+	}
 	workDir := r.workDir(set)
 	in := &runInput{prompt: e.Text}
 	var fetched []files.File
@@ -606,6 +636,9 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 	}
 	if note := files.Problems(fetched); note != "" {
 		out.Reply = note + "\n\n" + out.Reply
+	}
+	if workNote != "" && out.Reply != "" {
+		out.Reply = "_(" + workNote + ")_\n\n" + out.Reply
 	}
 	if r.opts.Outbox != nil && e.ChannelID != "" && ctx.Err() == nil {
 		// Stopped or cut short turns leave the outbox for the next one.
