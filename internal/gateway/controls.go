@@ -62,10 +62,14 @@ type controls struct {
 	warm  func() backends.WarmStats
 	bot   *discord.Bot
 	queue *queue.Queue
+	// cli is the backend, for the sessions it keeps on disk (/resume).
+	cli backends.Backend
 
 	mu sync.Mutex // guards the fields below
 	// pending are the project changes waiting for Keep or Fresh, by token.
 	pending map[string]projectChange
+	// resumes are the /resume questions waiting for Confirm, by token.
+	resumes map[string]resumeChange
 	// announced are the budget refusals already posted with a Lift
 	// button, by day and scope.
 	announced map[string]bool
@@ -87,6 +91,7 @@ func newControls(cfg *config.Config, sessions *session.Store, ledger *cost.Ledge
 		cfg: cfg, sessions: sessions, ledger: ledger, backend: backend, clock: clock, log: log,
 		budget:    cost.Budget{DailyUSD: cfg.DailyBudgetUSD, ChannelDailyUSD: cfg.ChannelBudgetUSD},
 		pending:   map[string]projectChange{},
+		resumes:   map[string]resumeChange{},
 		announced: map[string]bool{},
 	}
 }
@@ -101,14 +106,28 @@ func (c *controls) register(bot *discord.Bot) {
 		}
 		return o
 	}
+	completed := func(o *arikawa.StringOption) *arikawa.StringOption {
+		o.Autocomplete = true
+		return o
+	}
 	bot.HandleCommand(api.CreateCommandData{
 		Name: commandProject, Description: "Show or set the directory the agent works in for this channel",
-		Options: arikawa.CommandOptions{str("path", "A directory inside the projects directory, or reset for the default", 500)},
+		Options: arikawa.CommandOptions{completed(str("path", "A directory inside the projects directory, or reset for the default", 500))},
 	}, c.project)
 	bot.HandleCommand(api.CreateCommandData{
 		Name: commandModel, Description: "Set this channel's model; without a name, go back to the default",
-		Options: arikawa.CommandOptions{str("name", "The model, e.g. sonnet or claude-opus-4-1", 100)},
+		Options: arikawa.CommandOptions{completed(str("name", "The model, e.g. sonnet or claude-opus-4-1", 100))},
 	}, c.model)
+	resumeID := completed(str("session", "The session's id; the list shows this project's newest", 100))
+	resumeID.Required = true
+	bot.HandleCommand(api.CreateCommandData{
+		Name: commandResume, Description: "Continue here a session started in a terminal on the gateway's machine",
+		Options: arikawa.CommandOptions{resumeID},
+	}, c.resume)
+	bot.HandleAutocomplete(commandProject, c.completeProject)
+	bot.HandleAutocomplete(commandModel, c.completeModel)
+	bot.HandleAutocomplete(commandResume, c.completeResume)
+	bot.HandleButtons(resumeButton, c.resumePress)
 	bot.HandleCommand(api.CreateCommandData{
 		Name: commandSystemPrompt, Description: "Add instructions to the system prompt in this channel; without text, remove them",
 		Options: arikawa.CommandOptions{str("text", "Instructions for the agent in this channel", maxChannelPrompt)},
@@ -287,6 +306,9 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 	}
 	if bnd, ok := c.sessions.Get(cmd.ChannelID); ok {
 		fmt.Fprintf(&b, "Session: `%s` (last used %s ago)\n", shortID(bnd.SessionID), card.Duration(c.clock.Since(bnd.Updated)))
+		if run := c.terminalCommand(bnd, cmd.ChannelID); run != "" {
+			fmt.Fprintf(&b, "Continue it in a terminal: `%s`\n", run)
+		}
 	} else {
 		b.WriteString("Session: none yet; the next prompt starts one\n")
 	}

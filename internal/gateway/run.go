@@ -236,7 +236,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if err != nil {
 		return err
 	}
-	ctl.sessions, ctl.queue = core.Sessions, core.Queue
+	ctl.sessions, ctl.queue, ctl.cli = core.Sessions, core.Queue, core.Backend
 	sessions = core.Sessions
 	steer = core.Runtime.Steer
 	if w, ok := core.Backend.(interface{ Warm() backends.WarmStats }); ok && cfg.KeepAlive > 0 {
