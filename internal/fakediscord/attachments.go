@@ -69,7 +69,9 @@ func (s *Server) PostFiles(ch discord.ChannelID, author discord.User, content st
 }
 
 // PostAttachments is Post with attachments as given: their URLs may point
-// anywhere (a foreign host, a lying size).
+// anywhere (a foreign host, a lying size). In an archived thread the
+// message unarchives it first (THREAD_UPDATE), as Discord does; it panics
+// in a locked thread, where a member cannot post.
 func (s *Server) PostAttachments(ch discord.ChannelID, author discord.User, content string, atts []discord.Attachment, mentions ...discord.User) discord.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,6 +89,7 @@ func (s *Server) PostAttachments(ch discord.ChannelID, author discord.User, cont
 	for _, u := range mentions {
 		m.Mentions = append(m.Mentions, discord.GuildUser{User: u})
 	}
+	s.userPostingLocked(c, author.ID)
 	c.messages = append(c.messages, m)
 	s.dispatchLocked("MESSAGE_CREATE", m.Message)
 	s.notifyLocked()

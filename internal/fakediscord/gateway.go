@@ -1,8 +1,10 @@
 package fakediscord
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -176,31 +178,28 @@ func (s *Server) closeLocked(c *conn, code int, reason string) {
 	}
 }
 
+// guildLocked is GUILD_CREATE's guild, with what arikawa's state needs
+// to compute the bot's permissions: the owner (not the bot), the roles
+// with @everyone, the channels with their overwrites and the bot's own
+// member. Like Discord, threads lists the active threads only.
 func (s *Server) guildLocked(g discord.GuildID) map[string]any {
-	var chans []discord.Channel
-	var threads []discord.Channel
+	chans := []discord.Channel{}
 	for _, c := range s.channels {
-		if c.GuildID != g {
-			continue
-		}
-		if c.ParentID.IsValid() {
-			threads = append(threads, s.channelJSON(c.Channel))
-		} else {
-			chans = append(chans, s.channelJSON(c.Channel))
+		if c.GuildID == g && !isThread(c.Type) {
+			chans = append(chans, s.channelOut(c.Channel))
 		}
 	}
-	roles := s.roles[g]
-	if roles == nil {
-		roles = []discord.Role{}
-	}
+	slices.SortFunc(chans, func(a, b discord.Channel) int { return cmp.Compare(a.ID, b.ID) })
 	return map[string]any{
-		"id":        g.String(),
-		"name":      "guild " + g.String(),
-		"owner_id":  s.Bot.ID.String(),
-		"roles":     roles,
-		"channels":  chans,
-		"threads":   threads,
-		"joined_at": time.Now().Format(time.RFC3339),
+		"id":           g.String(),
+		"name":         "guild " + g.String(),
+		"owner_id":     s.Owner.ID.String(),
+		"roles":        s.rolesLocked(g),
+		"channels":     chans,
+		"threads":      s.activeThreadsLocked(g),
+		"members":      []discord.Member{s.botMemberLocked(g).out()},
+		"member_count": len(s.gstateLocked().members[g]),
+		"joined_at":    time.Now().Format(time.RFC3339),
 	}
 }
 

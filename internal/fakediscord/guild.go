@@ -80,14 +80,24 @@ type guildState struct {
 	extra map[discord.ChannelID]*channelExtra
 }
 
-// channelExtra is a channel's topic, a thread's archive state, pins and
-// polls.
+// channelExtra is a channel's topic and permission overwrites, a
+// thread's archive state and members, pins and polls.
 type channelExtra struct {
 	topic string
+	// overwrites are the channel's permission overwrites (DenyBot).
+	overwrites []discord.Overwrite
 	// archiveAfter is a thread's auto-archive duration in minutes;
-	// archivedAt is when it was archived, zero while it is active.
+	// archivedAt is when it was archived, zero while it is active; stamp
+	// is its archive_timestamp, when it was made or last archived or
+	// unarchived.
 	archiveAfter int
 	archivedAt   time.Time
+	stamp        time.Time
+	// locked is set on a thread only Manage Threads may post in or
+	// unarchive (LockThread).
+	locked bool
+	// members are a thread's members: its creator and whoever posted.
+	members []discord.UserID
 	// pins are the pinned messages, in the order they were pinned.
 	pins  []discord.MessageID
 	polls []Poll
@@ -167,16 +177,21 @@ func isThread(t discord.ChannelType) bool {
 }
 
 // channelOut is a channel as the REST API and dispatches show it: with
-// its topic and, for a thread, its metadata.
+// its topic and overwrites and, for a thread, its owner, member count and
+// metadata.
 func (s *Server) channelOut(c Channel) discord.Channel {
 	out := s.channelJSON(c)
 	x := s.extraLocked(c.ID)
 	out.Topic = x.topic
+	out.Overwrites = slices.Clone(x.overwrites)
 	if isThread(c.Type) {
+		out.OwnerID = c.OwnerID
+		out.MemberCount = len(x.members)
 		out.ThreadMetadata = &discord.ThreadMetadata{
 			Archived:            !x.archivedAt.IsZero(),
 			AutoArchiveDuration: discord.ArchiveDuration(x.archiveAfter),
-			ArchiveTimestamp:    discord.NewTimestamp(x.archivedAt),
+			ArchiveTimestamp:    discord.NewTimestamp(x.stamp),
+			Locked:              x.locked,
 		}
 	}
 	return out
@@ -274,7 +289,8 @@ func (s *Server) createChannelLocked(g discord.GuildID, body []byte) (int, any) 
 }
 
 // editChannelLocked serves PATCH /channels/{id}: the name and topic when
-// sent (a null topic clears it).
+// sent (a null topic clears it), and a thread's archived, locked and
+// auto_archive_duration (threads.go checks them as Discord does).
 func (s *Server) editChannelLocked(c *channel, body []byte) (int, any) {
 	var in struct {
 		Name  *string         `json:"name"`
@@ -282,6 +298,11 @@ func (s *Server) editChannelLocked(c *channel, body []byte) (int, any) {
 	}
 	if json.Unmarshal(body, &in) != nil {
 		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
+	}
+	if isThread(c.Type) {
+		if status, e, refused := s.editThreadRefusedLocked(c, body); refused {
+			return status, e
+		}
 	}
 	if in.Name != nil {
 		if e := checkLength("name", *in.Name, 1, maxChannelName); e != nil {
@@ -305,6 +326,9 @@ func (s *Server) editChannelLocked(c *channel, body []byte) (int, any) {
 	if topic != nil {
 		s.extraLocked(c.ID).topic = *topic
 	}
+	if isThread(c.Type) {
+		s.applyThreadEditLocked(c, body)
+	}
 	out := s.channelOut(c.Channel)
 	if c.GuildID.IsValid() {
 		s.dispatchLocked(updateEvent(c.Type), out)
@@ -320,7 +344,9 @@ func updateEvent(t discord.ChannelType) string {
 }
 
 // deleteChannelLocked serves DELETE /channels/{id}: the channel and its
-// messages are gone, and so are its threads.
+// messages are gone, and so are its threads. A thread's deletion is
+// announced as Discord does, with THREAD_DELETE and only the thread's id,
+// guild, parent and type.
 func (s *Server) deleteChannelLocked(c *channel) (int, any) {
 	out := s.channelOut(c.Channel)
 	for id, t := range s.channels {
@@ -329,12 +355,11 @@ func (s *Server) deleteChannelLocked(c *channel) (int, any) {
 		}
 	}
 	delete(s.channels, c.ID)
-	if c.GuildID.IsValid() {
-		t := "CHANNEL_DELETE"
-		if isThread(c.Type) {
-			t = "THREAD_DELETE"
-		}
-		s.dispatchLocked(t, out)
+	switch {
+	case c.GuildID.IsValid() && isThread(c.Type):
+		s.dispatchLocked("THREAD_DELETE", threadDelete{ID: c.ID, GuildID: c.GuildID, ParentID: c.ParentID, Type: c.Type})
+	case c.GuildID.IsValid():
+		s.dispatchLocked("CHANNEL_DELETE", out)
 	}
 	return 200, out
 }
@@ -342,7 +367,8 @@ func (s *Server) deleteChannelLocked(c *channel) (int, any) {
 // startThreadLocked serves POST /channels/{id}/threads (from, zero) and
 // /channels/{id}/messages/{from}/threads. A thread from a message has the
 // message's id; without one, API v9 makes a private thread unless the
-// type says otherwise.
+// type says otherwise. The bot owns the thread, and needs Create Public
+// Threads (Create Private Threads for a private one) in the channel.
 func (s *Server) startThreadLocked(c *channel, from string, body []byte) (int, any) {
 	var in struct {
 		Name        string              `json:"name"`
@@ -358,12 +384,11 @@ func (s *Server) startThreadLocked(c *channel, from string, body []byte) (int, a
 	if e := checkLength("name", in.Name, 1, maxChannelName); e != nil {
 		return http.StatusBadRequest, e
 	}
-	switch in.ArchiveTime {
-	case 0:
-		in.ArchiveTime = 4320 // the channel's default, three days
-	case 60, 1440, 4320, 10080:
-	default:
-		return http.StatusBadRequest, formError("auto_archive_duration", "BASE_TYPE_CHOICES", "Value must be one of {60, 1440, 4320, 10080}.")
+	if in.ArchiveTime == 0 {
+		in.ArchiveTime = defaultArchive
+	}
+	if !validArchive(in.ArchiveTime) {
+		return http.StatusBadRequest, archiveChoices()
 	}
 	t := Channel{GuildID: c.GuildID, ParentID: c.ID, Name: in.Name}
 	if from != "" {
@@ -388,11 +413,14 @@ func (s *Server) startThreadLocked(c *channel, from string, body []byte) (int, a
 			return http.StatusBadRequest, formError("type", "BASE_TYPE_CHOICES", "Value must be one of {10, 11, 12}.")
 		}
 	}
-	s.channels[t.ID] = &channel{Channel: t, nonces: map[string]*Message{}}
-	s.extraLocked(t.ID).archiveAfter = in.ArchiveTime
-	out := s.channelOut(t)
-	s.dispatchLocked("THREAD_CREATE", out)
-	return http.StatusCreated, out
+	need := discord.PermissionCreatePublicThreads
+	if t.Type == discord.GuildPrivateThread {
+		need = discord.PermissionCreatePrivateThreads
+	}
+	if !s.botPermsLocked(c).Has(need) {
+		return http.StatusForbidden, missingPerms
+	}
+	return http.StatusCreated, s.addThreadLocked(t, s.Bot.ID, in.ArchiveTime)
 }
 
 // archivedThreadsLocked serves GET /channels/{id}/threads/archived/public:
@@ -572,6 +600,9 @@ func pollOut(p Poll) map[string]any {
 // createPollLocked posts the bot's message with a poll. Like a message,
 // a repeated nonce with enforce_nonce returns the first one.
 func (s *Server) createPollLocked(c *channel, body []byte) (int, any) {
+	if status, e, refused := s.sendRefusedLocked(c); refused {
+		return status, e
+	}
 	var in pollBody
 	if json.Unmarshal(body, &in) != nil || in.Poll == nil {
 		return http.StatusBadRequest, apiError{Message: "400: Bad Request", Code: 50109}
@@ -614,6 +645,7 @@ func (s *Server) createPollLocked(c *channel, body []byte) (int, any) {
 		AllowedMentions: in.AllowedMentions,
 	}
 	p.Message = m.ID
+	s.postingLocked(c, s.Bot.ID)
 	c.messages = append(c.messages, m)
 	x.polls = append(x.polls, p)
 	s.botMessages++
@@ -625,9 +657,10 @@ func (s *Server) createPollLocked(c *channel, body []byte) (int, any) {
 	return 200, out
 }
 
-// rolesLocked lists a guild's roles, @everyone (the guild's id) first.
+// rolesLocked lists a guild's roles, @everyone (the guild's id, with a new
+// server's permissions) first.
 func (s *Server) rolesLocked(g discord.GuildID) []discord.Role {
-	return append([]discord.Role{{ID: discord.RoleID(g), Name: "@everyone"}}, s.roles[g]...)
+	return append([]discord.Role{{ID: discord.RoleID(g), Name: "@everyone", Permissions: everyonePerms}}, s.roles[g]...)
 }
 
 func (s *Server) hasRoleLocked(g discord.GuildID, r discord.RoleID) bool {
@@ -992,15 +1025,11 @@ func (s *Server) Threads(ch discord.ChannelID) []discord.Channel {
 }
 
 // ArchiveThread archives a thread now, as Discord does after its
-// inactivity period.
+// inactivity period (THREAD_UPDATE). A new message unarchives it unless it
+// is locked (LockThread).
 func (s *Server) ArchiveThread(th discord.ChannelID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.mustChannel(th)
-	if !isThread(c.Type) {
-		panic("fakediscord: ArchiveThread on a channel that is not a thread")
-	}
-	s.extraLocked(th).archivedAt = time.Now().UTC().Truncate(time.Second)
-	s.dispatchLocked("THREAD_UPDATE", s.channelOut(c.Channel))
+	s.setArchivedLocked(s.mustThread(th), true)
 	s.notifyLocked()
 }

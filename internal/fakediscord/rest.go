@@ -139,7 +139,7 @@ func (s *Server) channelEndpointLocked(method string, parts []string, q map[stri
 	rest := parts[1:]
 	switch {
 	case method == "GET" && len(rest) == 0:
-		return 200, s.channelJSON(c.Channel)
+		return 200, s.channelOut(c.Channel)
 	case method == "POST" && len(rest) == 1 && rest[0] == "typing":
 		return http.StatusNoContent, nil
 	case method == "POST" && len(rest) == 1 && rest[0] == "messages" && isPoll(ctype, body):
@@ -313,8 +313,13 @@ func (s *Server) attachmentsOf(files []File) []discord.Attachment {
 }
 
 // createMessageLocked posts the bot's message. Like Discord, a repeated
-// nonce with enforce_nonce returns the message created the first time.
+// nonce with enforce_nonce returns the message created the first time; a
+// message in an archived thread unarchives it, and one the bot may not
+// send is refused (sendRefusedLocked).
 func (s *Server) createMessageLocked(c *channel, ctype string, body []byte) (int, any) {
+	if status, e, refused := s.sendRefusedLocked(c); refused {
+		return status, e
+	}
 	in, files, aerr, status := readMessage(ctype, body)
 	if aerr != nil {
 		return status, *aerr
@@ -342,6 +347,7 @@ func (s *Server) createMessageLocked(c *channel, ctype string, body []byte) (int
 		m.Type = discord.InlinedReplyMessage
 		m.Reference = &discord.MessageReference{MessageID: in.MessageReference.MessageID, ChannelID: c.ID}
 	}
+	s.postingLocked(c, s.Bot.ID)
 	c.messages = append(c.messages, m)
 	s.botMessages++
 	if nonce != "" {

@@ -8,11 +8,81 @@
 // roles, scheduled events, moderation, the bot's nickname). The real
 // arikawa client connects to it.
 //
-// Tests drive it like users would (Post, Interact, Press), break it like
-// Discord does (Fail with 429/5xx, Disconnect, Offline), and inspect what
-// the bot did (Requests, Frames, Messages, Message, Answers, Callbacks,
-// and for the actions Pins, Polls, AuditLog, Events, Threads, Nick). A
-// Server is safe for concurrent use.
+// Tests drive it like users would (Post, Interact, Press,
+// StartThreadAsUser), break it like Discord does (Fail with 429/5xx,
+// Disconnect, Offline, DenyBot), and inspect what the bot did (Requests,
+// Frames, Messages, Message, Answers, Callbacks, and for the actions Pins,
+// Polls, AuditLog, Events, Threads, Nick). A Server is safe for concurrent
+// use.
+//
+// # Threads
+//
+// A thread is made from a message (it takes the message's id) or without
+// one, by the bot over REST (POST /channels/{id}/messages/{mid}/threads,
+// POST /channels/{id}/threads: the bot owns it) or by a user
+// (StartThreadAsUser, StartThreadOnMessage, AddChannel: the user owns it).
+// Each is announced with THREAD_CREATE carrying newly_created, guild_id,
+// parent_id, owner_id, member_count and thread_metadata (archived,
+// auto_archive_duration as requested, archive_timestamp, locked). GET
+// /channels/{thread} shows the same. Archiving (ArchiveThread, PATCH with
+// archived), unarchiving and locking (LockThread, PATCH with locked) are
+// announced with THREAD_UPDATE; deleting (DeleteThread, DELETE
+// /channels/{thread}) with THREAD_DELETE (id, guild_id, parent_id, type),
+// after which the API answers 404, code 10003 (Unknown Channel), for the
+// thread. GUILD_CREATE lists the active threads, not archived ones.
+//
+// A message in an archived thread, a user's (Post) or the bot's, first
+// unarchives it with a THREAD_UPDATE, as Discord does. In a locked thread
+// only Manage Threads may post or unarchive: the bot, which lacks it
+// unless AllowBot gives it, gets 400 with code 50083 (Thread is archived)
+// when the thread is archived and 403 with code 160005 (Thread is locked)
+// when it is not; Post panics there. PATCH of a thread follows Discord's
+// rules: an archived thread takes only a request that unarchives it (400,
+// 50083), locking and unlocking need Manage Threads, archiving needs it
+// unless the bot owns the thread (403, 50013).
+//
+// Messages and interactions in a thread are as in a text channel:
+// channel_id is the thread, guild_id is set. An interaction in a guild
+// also carries its channel (with a thread's parent and metadata) and
+// app_permissions, the bot's permissions there.
+//
+// # Permissions
+//
+// Every guild is owned by Owner, a human, so the bot's permissions are
+// computed like any member's: the @everyone role has a new server's text
+// permissions (Manage Threads not among them), the bot is a member with no
+// roles, and channels carry permission overwrites. GUILD_CREATE has all of
+// that (owner_id, roles with @everyone, the bot's own member, each
+// channel's permission_overwrites), and GET /guilds/{id}/members/{bot}
+// answers, so arikawa's state.Permissions works with or without the Guild
+// Members intent. DenyBot and AllowBot put an overwrite for the bot on a
+// channel (CHANNEL_UPDATE); the fake then refuses with 403, code 50013
+// (Missing Permissions): a thread without Create Public Threads (Create
+// Private Threads for a private one), a message without Send Messages
+// (Send Messages in Threads in a thread). Threads follow their parent's
+// overwrites.
+//
+// # What Discord does that the fake does not
+//
+//   - Threads never archive by themselves after auto_archive_duration;
+//     a test archives them with ArchiveThread.
+//   - No thread member lists: no THREAD_MEMBERS_UPDATE,
+//     THREAD_MEMBER_UPDATE or THREAD_LIST_SYNC, no /thread-members
+//     endpoints, no joining or leaving. member_count counts the creator
+//     and whoever posted, without Discord's cap at 50; message_count is
+//     not kept.
+//   - A thread started without a message posts no "started a thread"
+//     system message (type 18) in its parent, and a message a thread
+//     started from does not show the thread (thread field, HAS_THREAD).
+//   - No forum or media channels (posts, tags), no private-thread
+//     visibility (the bot sees every thread), no limit on active threads
+//     (160006), no slowmode or rate limits per thread.
+//   - Permissions are enforced only where said above: View Channel (50001
+//     Missing Access), Manage Messages, Attach Files and the like are not
+//     checked, and edits, reactions, pins and deletions in archived or
+//     locked threads go through, where Discord refuses some with 50083.
+//   - Discord's status for a message in a locked thread that is not
+//     archived is not documented; 403 with 160005 is the fake's choice.
 package fakediscord
 
 import (
@@ -150,6 +220,8 @@ type Channel struct {
 	ParentID discord.ChannelID
 	Type     discord.ChannelType
 	Name     string
+	// OwnerID is a thread's creator; zero means Owner.
+	OwnerID discord.UserID
 }
 
 // Fault makes matching REST calls fail.
@@ -173,6 +245,11 @@ type Server struct {
 	Token string
 	Bot   discord.User
 	App   discord.AppID
+	// Owner owns every guild. It is a human, not the bot, so the bot's
+	// permissions come from its roles and overwrites, as they do for a
+	// bot invited to a server (arikawa gives a guild's owner every
+	// permission).
+	Owner discord.User
 
 	upgrader websocket.Upgrader
 
@@ -258,6 +335,7 @@ func New() *Server {
 	}
 	s.Bot = discord.User{ID: discord.UserID(s.id()), Username: BotUsername, Bot: true}
 	s.App = discord.AppID(s.id())
+	s.Owner = discord.User{ID: discord.UserID(s.id()), Username: "owner"}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/gateway", s.serveGateway)
 	mux.HandleFunc("/api/v9/", s.serveREST)
@@ -306,11 +384,13 @@ func (s *Server) NewID() discord.Snowflake {
 }
 
 // AddGuild creates a guild with a text channel and returns both ids. The
-// guild is announced (GUILD_CREATE) to a connected bot.
+// guild is owned by Owner and has the bot as a member without roles; it
+// is announced (GUILD_CREATE) to a connected bot.
 func (s *Server) AddGuild(name string) (discord.GuildID, discord.ChannelID) {
 	s.mu.Lock()
 	g := discord.GuildID(s.id())
 	s.guilds = append(s.guilds, g)
+	s.botMemberLocked(g)
 	s.mu.Unlock()
 	ch := s.AddChannel(Channel{GuildID: g, Type: discord.GuildText, Name: "general"})
 	s.announceGuild(g)
@@ -318,7 +398,9 @@ func (s *Server) AddGuild(name string) (discord.GuildID, discord.ChannelID) {
 }
 
 // AddChannel creates a channel (a thread when ParentID is set and Type is
-// a thread type; a DM when GuildID is zero) and returns its id.
+// a thread type; a DM when GuildID is zero) and returns its id. A guild
+// channel is announced (CHANNEL_CREATE, or for a thread THREAD_CREATE as
+// StartThreadAsUser does).
 func (s *Server) AddChannel(c Channel) discord.ChannelID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -328,13 +410,17 @@ func (s *Server) AddChannel(c Channel) discord.ChannelID {
 	if c.Type == 0 && !c.GuildID.IsValid() {
 		c.Type = discord.DirectMessage
 	}
-	s.channels[c.ID] = &channel{Channel: c, nonces: map[string]*Message{}}
-	if c.GuildID.IsValid() && s.session != nil {
-		t := "CHANNEL_CREATE"
-		if c.ParentID.IsValid() {
-			t = "THREAD_CREATE"
+	if isThread(c.Type) && c.GuildID.IsValid() {
+		owner := c.OwnerID
+		if !owner.IsValid() {
+			owner = s.Owner.ID
 		}
-		s.dispatchLocked(t, s.channelJSON(c))
+		s.addThreadLocked(c, owner, defaultArchive)
+		return c.ID
+	}
+	s.channels[c.ID] = &channel{Channel: c, nonces: map[string]*Message{}}
+	if c.GuildID.IsValid() {
+		s.dispatchLocked("CHANNEL_CREATE", s.channelOut(c))
 	}
 	return c.ID
 }
@@ -438,11 +524,20 @@ func (s *Server) interactLocked(typ int, ch discord.ChannelID, user discord.User
 	if c.GuildID.IsValid() {
 		ev["guild_id"] = c.GuildID.String()
 		ev["member"] = map[string]any{"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339)}
+		s.whereLocked(c, ev)
 	} else {
 		ev["user"] = user
 	}
 	s.dispatchLocked("INTERACTION_CREATE", ev)
 	return id
+}
+
+// whereLocked adds to a guild interaction what Discord sends of its
+// channel: the channel itself (a thread's parent and metadata included)
+// and the bot's permissions there (app_permissions, a decimal string).
+func (s *Server) whereLocked(c *channel, ev map[string]any) {
+	ev["channel"] = s.channelOut(c.Channel)
+	ev["app_permissions"] = strconv.FormatUint(uint64(s.botPermsLocked(c)), 10)
 }
 
 // Press has user click the button with customID under a message, like
@@ -483,6 +578,7 @@ func (s *Server) Press(ch discord.ChannelID, message discord.MessageID, user dis
 			"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339),
 			"permissions": strconv.FormatUint(uint64(permissions), 10),
 		}
+		s.whereLocked(c, ev)
 	} else {
 		ev["user"] = user
 	}
