@@ -132,6 +132,7 @@ queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
 		newInitCmd(io),
 		newConfigCmd(io),
 		newHealthcheckCmd(io),
+		newSessionsCmd(io),
 		newVersionCmd(io),
 	)
 	return root
