@@ -395,6 +395,13 @@ func (s *Server) startThreadLocked(c *channel, from string, body []byte) (int, a
 		mid, _ := discord.ParseSnowflake(from)
 		m := c.message(discord.MessageID(mid))
 		if m == nil {
+			// A slash command's visible response is a message of its
+			// channel too.
+			if a := s.answerLocked(discord.MessageID(mid)); a != nil && a.ChannelID == c.ID && !a.Ephemeral {
+				m = a
+			}
+		}
+		if m == nil {
 			return http.StatusNotFound, unknownMessage
 		}
 		if _, taken := s.channels[discord.ChannelID(mid)]; taken {

@@ -542,6 +542,14 @@ func (s *Server) webhookLocked(method, token string, rest []string, ctype string
 	if !ok || len(s.callbacks[id]) == 0 {
 		return http.StatusNotFound, apiError{Message: "Unknown Webhook", Code: 10015}
 	}
+	if method == "GET" && len(rest) == 2 && rest[0] == "messages" && rest[1] == "@original" {
+		for i := range s.answers {
+			if a := s.answers[i]; a.Interaction == id && a.Original {
+				return 200, a.Message
+			}
+		}
+		return http.StatusNotFound, apiError{Message: "Unknown Message", Code: 10008}
+	}
 	if method == "DELETE" && len(rest) == 2 && rest[0] == "messages" && rest[1] == "@original" {
 		for i := range s.answers {
 			if a := s.answers[i]; a.Interaction == id && a.Original {

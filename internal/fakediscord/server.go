@@ -17,7 +17,9 @@
 //
 // # Threads
 //
-// A thread is made from a message (it takes the message's id) or without
+// A thread is made from a message (it takes the message's id; a slash
+// command's visible response counts, and GET
+// /webhooks/{app}/{token}/messages/@original gives its id) or without
 // one, by the bot over REST (POST /channels/{id}/messages/{mid}/threads,
 // POST /channels/{id}/threads: the bot owns it) or by a user
 // (StartThreadAsUser, StartThreadOnMessage, AddChannel: the user owns it).
