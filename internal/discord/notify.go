@@ -21,8 +21,8 @@ const RetryPrefix = "retry:"
 // between) shows it once while Discord remembers the nonce. An event
 // without a channel only logs.
 func (b *Bot) Notify(ctx context.Context, e queue.Event, tag, text string, retry bool) error {
-	channel, err := discord.ParseSnowflake(e.ChannelID)
-	if err != nil {
+	channel, ref := noticePlace(e)
+	if !channel.IsValid() {
 		b.log.Info().Uint64("event", e.ID).Str("notice", text).Msg("notice about an event without a channel")
 		return nil
 	}
@@ -32,8 +32,8 @@ func (b *Bot) Notify(ctx context.Context, e queue.Event, tag, text string, retry
 		EnforceNonce:    true,
 		AllowedMentions: noPings(false),
 	}
-	if id, ok := replyRef(e); ok {
-		body.MessageReference = &messageReference{MessageID: id}
+	if ref.IsValid() {
+		body.MessageReference = &messageReference{MessageID: ref}
 		body.AllowedMentions = noPings(true)
 	}
 	if retry {
@@ -43,7 +43,7 @@ func (b *Bot) Notify(ctx context.Context, e queue.Event, tag, text string, retry
 		}
 		body.Components = row
 	}
-	if _, err := b.postMessage(ctx, channel, body); err != nil {
+	if _, err := b.postMessage(ctx, discord.Snowflake(channel), body); err != nil {
 		return fmt.Errorf("notice in channel %s: %w", e.ChannelID, err)
 	}
 	return nil

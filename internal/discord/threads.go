@@ -98,10 +98,10 @@ func (b *Bot) opensThread(ch discord.ChannelID, guild discord.GuildID) (ok bool,
 	if err != nil || c.Type != discord.GuildText {
 		return false, ""
 	}
-	perms, err := b.state.Permissions(ch, b.me())
-	if err != nil {
-		// Not known yet: try, and fall back to the channel if Discord
-		// refuses (PrepareThread).
+	perms, known := b.cachedPermissions(*c)
+	if !known {
+		// Not known: try, and fall back to the channel if Discord refuses
+		// (PrepareThread).
 		return true, ""
 	}
 	for _, p := range threadPermissions {
@@ -110,6 +110,26 @@ func (b *Bot) opensThread(ch discord.ChannelID, guild discord.GuildID) (ok bool,
 		}
 	}
 	return true, ""
+}
+
+// cachedPermissions are the bot's permissions in c from what the gateway
+// sent (the guild, its roles, the bot's member and c's overwrites); known
+// is false when some of it is not cached. Unlike state.Permissions it
+// never asks Discord: intake must not wait on a request.
+func (b *Bot) cachedPermissions(c discord.Channel) (perms discord.Permissions, known bool) {
+	g, err := b.state.Cabinet.Guild(c.GuildID)
+	if err != nil {
+		return 0, false
+	}
+	roles, err := b.state.Cabinet.Roles(c.GuildID)
+	if err != nil {
+		return 0, false
+	}
+	m, err := b.state.Cabinet.Member(c.GuildID, b.me())
+	if err != nil {
+		return 0, false
+	}
+	return discord.CalcOverrides(*g, c, *m, roles), true
 }
 
 // missingThreadPermission tells a channel, once per run of the gateway,
@@ -395,6 +415,17 @@ func replyRef(e queue.Event) (discord.MessageID, bool) {
 	}
 	id := parseMessage(e.ReplyTo)
 	return id, id.IsValid()
+}
+
+// noticePlace is where a notice about e goes, and the message it answers:
+// e's channel, unless e is a prompt whose thread is not open yet (a
+// restart or a shutdown came first), whose notices go to its message.
+func noticePlace(e queue.Event) (discord.ChannelID, discord.MessageID) {
+	if e.ThreadName != "" && e.ReplyIn != "" {
+		return parseChannel(e.ReplyIn), parseMessage(e.ReplyTo)
+	}
+	ref, _ := replyRef(e)
+	return parseChannel(e.ChannelID), ref
 }
 
 // promptChannel is the channel e's prompt message was posted in.

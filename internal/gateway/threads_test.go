@@ -263,3 +263,118 @@ func TestRefusedThreadIsAnsweredInTheChannel(t *testing.T) {
 		t.Error("the answer in the channel left no session for the channel's next prompt")
 	}
 }
+
+// A prompt that would open a thread, sent while the gateway stops, is told
+// about the restart under the prompt itself (its thread does not exist
+// yet), and its thread opens and answers at the next start.
+func TestPromptKeptAtShutdownOpensItsThreadAfterTheRestart(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	env := map[string]string{config.EnvThreads: config.ThreadsAuto}
+	h := startGateway(t, harnessOptions{env: env, respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		close(started)
+		<-release
+		return backends.Result{SessionID: "s", Text: "finished " + req.Prompt}, nil
+	}})
+	h.mention(h.channel, "long job")
+	<-started
+	h.cancel() // SIGTERM
+	h.fd.Wait(t, "intake stopped", waitLong, func() bool { return strings.Contains(h.logs.String(), "shutting down") })
+	late := h.mention(h.channel, "too late")
+	h.fd.Wait(t, "the restart notice under the prompt", waitLong, func() bool {
+		for _, m := range h.fd.BotMessages(h.channel) {
+			if m.Reference != nil && m.Reference.MessageID == late.ID && strings.Contains(m.Content, "restarting") {
+				return true
+			}
+		}
+		return false
+	})
+	close(release)
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	next := startGateway(t, harnessOptions{fd: h.fd, configDir: h.cfg.ConfigDir, env: env})
+	th := next.waitThread(late)
+	next.fd.Wait(t, "the kept prompt answered in its thread", waitLong, func() bool {
+		for _, m := range next.fd.BotMessages(th.ID) {
+			if m.Content == "echo: too late" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// Where the bot may not open threads, prompts are answered in the channel,
+// and the channel is told once which permission is missing.
+func TestMissingThreadPermissionIsNamedOnce(t *testing.T) {
+	h := threadHarness(t, nil)
+	// The overwrite's CHANNEL_UPDATE reaches the bot before the prompts:
+	// the gateway delivers events in order.
+	h.fd.DenyBot(h.channel, discord.PermissionCreatePublicThreads)
+	first := h.mention(h.channel, "first question")
+	h.fd.Wait(t, "the first answer in the channel", waitLong, func() bool { return len(repliesTo(h.fd, h.channel, first.ID)) == 2 })
+	second := h.mention(h.channel, "second question")
+	h.fd.Wait(t, "the second answer in the channel", waitLong, func() bool { return len(repliesTo(h.fd, h.channel, second.ID)) == 1 })
+	var notes []string
+	for _, m := range h.fd.BotMessages(h.channel) {
+		if strings.Contains(m.Content, "Create Public Threads") {
+			notes = append(notes, m.Content)
+		}
+	}
+	if len(notes) != 1 {
+		t.Errorf("the missing permission was named %d times, want once: %q", len(notes), notes)
+	}
+	if ths := h.fd.Threads(h.channel); len(ths) != 0 {
+		t.Errorf("%d threads opened without the permission", len(ths))
+	}
+	if n := len(h.requests("POST", "/channels/"+h.channel.String()+"/messages/")); n != 0 {
+		t.Errorf("%d attempts to open a thread the bot may not open", n)
+	}
+}
+
+// /claude in a text channel answers with the prompt and opens the thread
+// on that answer; the turn answers in the thread.
+func TestSlashPromptOpensAThreadOnItsAnswer(t *testing.T) {
+	h := threadHarness(t, nil)
+	id := h.fd.Interact(h.channel, h.user, "claude", map[string]string{"prompt": "Plan the release\nwith notes"})
+	var original fakediscord.Message
+	h.fd.Wait(t, "the command's answer", waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == id && a.Original {
+				original = a
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(original.Content, "Plan the release") || original.Ephemeral {
+		t.Errorf("the command's answer = %q (ephemeral %v), want the prompt, visible", original.Content, original.Ephemeral)
+	}
+	var th discord.Channel
+	h.fd.Wait(t, "the thread", waitLong, func() bool {
+		for _, c := range h.fd.Threads(h.channel) {
+			th = c
+			return true
+		}
+		return false
+	})
+	if th.ID != discord.ChannelID(original.ID) || th.Name != "Plan the release" {
+		t.Errorf("thread %v %q, want one on the command's answer %v named after the prompt", th.ID, th.Name, original.ID)
+	}
+	got := h.waitReplies(th.ID, 1)
+	if !strings.Contains(got[0].Content, "answer to Plan the release") {
+		t.Errorf("answer in the thread = %q", got[0].Content)
+	}
+	h.fd.Post(th.ID, h.user, "and a changelog")
+	h.waitReplies(th.ID, 2)
+	h.backendCalls(2)
+	if first, second := h.backend.Requests()[0], h.backend.Requests()[1]; second.SessionID == "" || second.SessionID != h.threadSession(th.ID) {
+		t.Errorf("the message in the thread resumed %q after %q, want the thread's session", second.SessionID, first.SessionID)
+	}
+	for _, a := range h.fd.Answers() {
+		if a.Interaction == id && a.Original && a.Content != original.Content {
+			t.Errorf("the command's answer was changed to %q; the answer belongs in the thread", a.Content)
+		}
+	}
+}
