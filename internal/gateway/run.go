@@ -254,6 +254,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		ctl.backend = core.Backend.Name()
 	}
 	ctl.register(bot)
+	// WORKTREES=on: a thread's turns run in a git worktree of its own.
+	wts, err := newWorktrees(cfg, threadList, opts.Clock, log.With().Str("component", "worktrees").Logger())
+	if err != nil {
+		return err
+	}
+	if wts != nil {
+		core.Runtime.SetWorkspace(wts)
+		wts.register(bot, func(ch string) bool { _, running, _ := core.Queue.Lane(ch); return running }, dopts.UploadLimit)
+	}
 	sched, err = schedule.New(schedule.Options{
 		Enqueue:        core.Queue.Enqueue,
 		DefaultChannel: cfg.OutputChannelID,
@@ -363,6 +372,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// Timers, reloads and webhooks start once Discord can take replies.
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
+	wtsDone := make(chan struct{})
+	go func() {
+		defer close(wtsDone)
+		if wts != nil {
+			wts.Run(bgCtx) // removes the worktrees nobody needs, hourly
+		}
+	}()
 	schedDone := make(chan struct{})
 	go func() {
 		defer close(schedDone)
@@ -425,6 +441,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	stopBackground()
 	<-schedDone
+	<-wtsDone
 	<-resumed
 	// The shutdown hook is the last event accepted; the drain below waits
 	// for it with the rest. Without Discord its reply could not be

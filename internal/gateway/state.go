@@ -24,6 +24,7 @@ import (
 var StateNames = []string{
 	session.FileName,  // sessions.json: every channel's session
 	threads.FileName,  // threads.json: the threads the gateway opened
+	WorktreesFile,     // worktrees.json: every thread's worktree
 	InboxFile,         // inbox.log: every prompt and webhook payload
 	cost.FileName,     // ledger.jsonl
 	hold.StateFile,    // schedule-holds.json

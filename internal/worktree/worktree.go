@@ -167,6 +167,12 @@ func (g *Git) Locate(ctx context.Context, dir string) (top, prefix string, err e
 	return top, prefix, nil
 }
 
+// Path is where the worktree of thread is made for the checkout whose top
+// is top.
+func Path(top, thread string) string {
+	return filepath.Join(filepath.Dir(top), Dir, filepath.Base(top), thread)
+}
+
 // Create makes the thread's worktree from the checkout dir is in (the
 // project): a branch gateway/<thread> at the checkout's HEAD, checked out
 // in <checkout's parent>/.worktrees/<checkout's name>/<thread>. A second
@@ -184,7 +190,7 @@ func (g *Git) Create(ctx context.Context, dir, thread string) (Worktree, error) 
 	wt := Worktree{
 		Thread:   thread,
 		Checkout: top,
-		Dir:      filepath.Join(filepath.Dir(top), Dir, filepath.Base(top), thread),
+		Dir:      Path(top, thread),
 		Prefix:   prefix,
 		Branch:   BranchPrefix + thread,
 	}
