@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,7 @@ type prompt struct {
 
 func TestChaos(t *testing.T) {
 	rounds := envInt("CHAOS_KILLS", 12)
+	threaded := os.Getenv("CHAOS_THREADS") == "1"
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -123,8 +125,10 @@ func TestChaos(t *testing.T) {
 		"WEBHOOK_ADDR=" + webhookAddr,
 		"WEBHOOK_CHAOS_SECRET=" + webhookSecret,
 		"LOG_FORMAT=json",
-		// Answers in the channels, where their order is checked.
-		"THREADS=off",
+		// CHAOS_THREADS=1: each prompt opens a thread and is answered
+		// there; otherwise answers come in the channels, where their
+		// order is checked.
+		"THREADS=" + map[bool]string{true: "auto", false: "off"}[threaded],
 	}
 	owner := gateway.Owner(&config.Config{ConfigDir: configDir})
 
@@ -308,11 +312,19 @@ func outcomes(fd *fakediscord.Server, channels []discord.ChannelID, hooks discor
 	var o result
 	answersOf := map[string][]discord.MessageID{}
 	noticesOf := map[discord.MessageID]int{}
-	for _, ch := range append(append([]discord.ChannelID(nil), channels...), hooks) {
+	inThreads := map[string]bool{} // answers posted in a thread
+	scan := append(append([]discord.ChannelID(nil), channels...), hooks)
+	for _, ch := range channels {
+		for _, th := range fd.Threads(ch) {
+			scan = append(scan, th.ID)
+		}
+	}
+	for _, ch := range scan {
 		for _, m := range fd.BotMessages(ch) {
 			if strings.HasPrefix(m.Content, "answer: ") {
 				for _, tok := range tokenRe.FindAllString(m.Content, -1) {
 					answersOf[tok] = append(answersOf[tok], m.ID)
+					inThreads[tok] = inThreads[tok] || !slices.Contains(channels, ch) && ch != hooks
 				}
 				continue
 			}
@@ -327,6 +339,10 @@ func outcomes(fd *fakediscord.Server, channels []discord.ChannelID, hooks discor
 		switch {
 		case len(as) == 1:
 			o.answers++
+			if inThreads[p.token] {
+				// Each thread is a lane of its own: no order across them.
+				break
+			}
 			if as[0] < lastAnswer[p.channel] {
 				o.outOfOrder++
 				o.details = append(o.details, fmt.Sprintf("%s answered out of order", p.token))
