@@ -307,7 +307,7 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 	if bnd, ok := c.sessions.Get(cmd.ChannelID); ok {
 		fmt.Fprintf(&b, "Session: `%s` (last used %s ago)\n", shortID(bnd.SessionID), card.Duration(c.clock.Since(bnd.Updated)))
 		if run := c.terminalCommand(bnd, cmd.ChannelID); run != "" {
-			fmt.Fprintf(&b, "Continue it in a terminal: `%s`\n", run)
+			fmt.Fprintf(&b, "Continue it in a terminal: %s\n", codeSpan(run))
 		}
 	} else {
 		b.WriteString("Session: none yet; the next prompt starts one\n")

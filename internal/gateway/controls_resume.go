@@ -284,6 +284,15 @@ func (c *controls) terminalCommand(b session.Binding, channel string) string {
 	return "cd " + dir + " && " + run
 }
 
+// codeSpan is s as inline code; a path with a backtick in it needs the
+// double-backtick form.
+func codeSpan(s string) string {
+	if strings.Contains(s, "`") {
+		return "`` " + s + " ``"
+	}
+	return "`" + s + "`"
+}
+
 // firstNonEmpty is the first of ss that is not empty.
 func firstNonEmpty(ss ...string) string {
 	for _, s := range ss {
