@@ -168,6 +168,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		checks = append(checks, holdChecks(cfg)...)
 		checks = append(checks, inboxChecks(cfg)...)
 		checks = append(checks, workChecks(cfg, time.Now())...)
+		checks = append(checks, worktreeChecks(ctx, cfg)...)
 		checks = append(checks, agentUserChecks(cfg, opts.envFile)...)
 		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
 		names := []string{cfg.Backend}
