@@ -28,8 +28,11 @@ const keepDays = 40
 
 // Entry is one finished agent turn.
 type Entry struct {
-	Time                                                            time.Time     `json:"time"`
-	Channel                                                         string        `json:"channel,omitempty"`
+	Time    time.Time `json:"time"`
+	Channel string    `json:"channel,omitempty"`
+	// Thread is the thread the turn ran in, when Channel is the thread's
+	// channel: a channel's budget covers the threads opened in it.
+	Thread                                                          string        `json:"thread,omitempty"`
 	User                                                            string        `json:"user,omitempty"`
 	Kind                                                            string        `json:"kind"`
 	Name                                                            string        `json:"name,omitempty"`

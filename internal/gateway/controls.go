@@ -25,6 +25,7 @@ import (
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/session"
+	"github.com/agentgateway/gateway/internal/threads"
 )
 
 // Slash commands and buttons of the channel controls.
@@ -58,6 +59,9 @@ type controls struct {
 	backend  string
 
 	// Bound after the core and the bot exist.
+	// threads are the threads the gateway opened: their costs count
+	// toward their channels.
+	threads *threads.Store
 	// warm reports the backend's warm processes (claude); nil for others.
 	warm  func() backends.WarmStats
 	bot   *discord.Bot
@@ -327,9 +331,13 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 		fmt.Fprintf(&b, "Warm agent processes: %d of %d (%d working), %d MB\n", w.Processes, c.cfg.WarmCap(), w.Busy, w.RSSBytes>>20)
 	}
 	if c.ledger != nil {
-		gw, ch := c.ledger.Spent(c.clock.Now(), cmd.ChannelID)
-		fmt.Fprintf(&b, "Cost today: %s here, %s for the whole gateway", card.Dollars(ch), card.Dollars(gw))
-		if v := c.ledger.Check(c.budget, c.clock.Now(), cmd.ChannelID); v.Level != cost.LevelOK {
+		gw, ch := c.ledger.Spent(c.clock.Now(), c.budgetChannel(cmd.ChannelID))
+		here := "here"
+		if c.budgetChannel(cmd.ChannelID) != cmd.ChannelID {
+			here = "in this thread's channel and its threads"
+		}
+		fmt.Fprintf(&b, "Cost today: %s %s, %s for the whole gateway", card.Dollars(ch), here, card.Dollars(gw))
+		if v := c.ledger.Check(c.budget, c.clock.Now(), c.budgetChannel(cmd.ChannelID)); v.Level != cost.LevelOK {
 			b.WriteString("\n⚠️ " + v.Text())
 		}
 	}
@@ -354,7 +362,7 @@ func (c *controls) costReport(_ context.Context, cmd discord.Command) discord.Co
 	if c.ledger == nil {
 		return discord.CommandAnswer{Ephemeral: true, Text: "No cost ledger."}
 	}
-	text := c.ledger.Report(c.clock.Now(), cmd.ChannelID).Render()
+	text := c.ledger.Report(c.clock.Now(), c.budgetChannel(cmd.ChannelID)).Render()
 	if c.budget.DailyUSD > 0 || c.budget.ChannelDailyUSD > 0 {
 		text += "\n" + budgetLine(c.budget)
 	}
@@ -389,15 +397,30 @@ func (c *controls) Spent(e queue.Event, out agent.Outcome, took time.Duration) {
 	}
 	r := out.Result
 	entry := cost.Entry{
-		Time: c.clock.Now(), Channel: e.ChannelID, User: e.UserID, Kind: string(e.Kind), Name: e.Name,
+		Time: c.clock.Now(), Channel: c.budgetChannel(e.ChannelID), User: e.UserID, Kind: string(e.Kind), Name: e.Name,
 		Session: r.SessionID, Backend: c.backend, Model: r.Model,
 		InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
 		CacheReadTokens: r.Usage.CacheReadTokens, CacheCreationTokens: r.Usage.CacheCreationTokens,
 		CostUSD: r.CostUSD, Estimate: r.CostEstimated, Duration: took, Outcome: outcome,
 	}
+	if entry.Channel != e.ChannelID {
+		entry.Thread = e.ChannelID
+	}
 	if err := c.ledger.Record(entry); err != nil {
 		c.log.Error().Err(err).Uint64("event", e.ID).Float64("cost_usd", r.CostUSD).Msg("could not record the turn in the cost ledger")
 	}
+}
+
+// budgetChannel is the channel whose budget and costs a turn in ch counts
+// toward: a thread the gateway opened counts toward its channel, so a
+// channel's budget cannot be stepped around by opening threads.
+func (c *controls) budgetChannel(ch string) string {
+	if c.threads != nil {
+		if t, ok := c.threads.Get(ch); ok {
+			return t.Parent
+		}
+	}
+	return ch
 }
 
 // warning is the card's budget line for e, when a budget is nearly used.
@@ -405,7 +428,7 @@ func (c *controls) warning(e queue.Event) string {
 	if c.ledger == nil {
 		return ""
 	}
-	if v := c.ledger.Check(c.budget, c.clock.Now(), e.ChannelID); v.Level == cost.LevelWarn {
+	if v := c.ledger.Check(c.budget, c.clock.Now(), c.budgetChannel(e.ChannelID)); v.Level == cost.LevelWarn {
 		return v.Text()
 	}
 	return ""
@@ -419,14 +442,14 @@ func (c *controls) admit(ctx context.Context, e queue.Event) bool {
 		return true
 	}
 	now := c.clock.Now()
-	v := c.ledger.Check(c.budget, now, e.ChannelID)
+	v := c.ledger.Check(c.budget, now, c.budgetChannel(e.ChannelID))
 	if v.Level != cost.LevelOver {
 		return true
 	}
 	day := now.Format(time.DateOnly)
 	scope := "gateway"
 	if v.Channel {
-		scope = e.ChannelID
+		scope = c.budgetChannel(e.ChannelID)
 	}
 	c.log.Warn().Uint64("event", e.ID).Str("kind", string(e.Kind)).Str("budget", scope).
 		Float64("spent_usd", v.SpentUSD).Float64("limit_usd", v.LimitUSD).Msg("event not run: daily budget used up")

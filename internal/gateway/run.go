@@ -150,6 +150,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	var sessions *session.Store // the core's, once it exists
+	ctl.threads = threadList
 	dopts.Threads = threadOptions(cfg, threadList, func() *session.Store { return sessions }, log.With().Str("component", "threads").Logger())
 	bot, err := discord.New(dopts, log.With().Str("component", "discord").Logger())
 	if err != nil {

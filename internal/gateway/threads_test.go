@@ -378,3 +378,29 @@ func TestSlashPromptOpensAThreadOnItsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A channel's daily budget covers the threads opened in it: opening a new
+// thread does not start a new budget.
+func TestChannelBudgetCoversItsThreads(t *testing.T) {
+	h := startGateway(t, harnessOptions{
+		env: map[string]string{config.EnvChannelBudget: "1", config.EnvThreads: config.ThreadsAuto},
+		respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+			return backends.Result{SessionID: "s-" + req.Prompt, Text: "done " + req.Prompt, CostUSD: 0.6}, nil
+		},
+	})
+	for _, p := range []string{"one", "two"} {
+		th := h.waitThread(h.mention(h.channel, p))
+		h.waitReplies(th.ID, 1)
+	}
+	third := h.waitThread(h.mention(h.channel, "three"))
+	got := h.waitReplies(third.ID, 1)
+	if !strings.HasPrefix(got[0].Content, "Not run:") || !strings.Contains(got[0].Content, "daily budget of $1.00 is used up") {
+		t.Errorf("the third thread's answer = %q, want the channel's budget refusal", got[0].Content)
+	}
+	if n := len(h.backend.Requests()); n != 2 {
+		t.Errorf("%d runs, want 2: the third thread was over its channel's budget", n)
+	}
+	if cost := h.answer(h.fd.Interact(third.ID, h.user, "cost", nil)); !strings.Contains(cost, "$1.20") {
+		t.Errorf("/cost in a thread = %q, want its channel's $1.20", cost)
+	}
+}
