@@ -10,6 +10,8 @@ import (
 	"github.com/diamondburned/arikawa/v3/gateway"
 	"github.com/diamondburned/arikawa/v3/utils/json/option"
 	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/files"
 )
 
 // Command is a slash command a handler registered with HandleCommand.
@@ -44,11 +46,14 @@ func (c Command) Has(name string) bool {
 }
 
 // CommandAnswer is what a command shows: Text (1-2000 characters, no
-// pings), private to the user when Ephemeral, with Buttons under it.
+// pings), private to the user when Ephemeral, with Buttons under it, and
+// Files (their bytes read and checked by the caller) in a follow-up right
+// after it, so they come in the command's own answer, in order.
 type CommandAnswer struct {
 	Text      string
 	Ephemeral bool
 	Buttons   []Button
+	Files     []files.Outgoing
 }
 
 // commandHandler is a registered command.
@@ -169,5 +174,16 @@ func (b *Bot) answerCommand(ev *gateway.InteractionCreateEvent, a CommandAnswer,
 	err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, api.InteractionResponse{Type: api.MessageInteractionWithSource, Data: data})
 	if err != nil {
 		log.Warn().Str("error", scrub(err, ev.Token)).Int("length", len(text)).Msg("command answer not delivered")
+		return
+	}
+	if len(a.Files) == 0 {
+		return
+	}
+	in := &interaction{app: ev.AppID, token: ev.Token, channel: ev.ChannelID}
+	for _, p := range withFiles(nil, a.Files) {
+		if _, err := b.webhookSend(b.ctx, in, false, p); err != nil {
+			log.Warn().Str("error", scrub(err, ev.Token)).Int("files", len(p.files)).Msg("the files of a command's answer were not delivered")
+			return
+		}
 	}
 }

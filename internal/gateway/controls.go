@@ -505,12 +505,17 @@ func (c *controls) budgetPress(_ context.Context, p discord.Press) discord.Press
 	return discord.PressAnswer{Update: &text}
 }
 
-func (c *controls) approver(p discord.Press) bool {
+func (c *controls) approver(p discord.Press) bool { return isApprover(c.cfg, p) }
+
+// isApprover reports whether the presser is one of the gateway's
+// approvers: APPROVER_IDS, else ALLOWED_USER_IDS, else members who can
+// manage the server.
+func isApprover(cfg *config.Config, p discord.Press) bool {
 	switch {
-	case len(c.cfg.ApproverIDs) > 0:
-		return slices.Contains(c.cfg.ApproverIDs, p.UserID)
-	case len(c.cfg.AllowedUserIDs) > 0:
-		return slices.Contains(c.cfg.AllowedUserIDs, p.UserID)
+	case len(cfg.ApproverIDs) > 0:
+		return slices.Contains(cfg.ApproverIDs, p.UserID)
+	case len(cfg.AllowedUserIDs) > 0:
+		return slices.Contains(cfg.AllowedUserIDs, p.UserID)
 	}
 	return p.ManageGuild
 }

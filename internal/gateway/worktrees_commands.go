@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -120,12 +119,7 @@ func (w *worktrees) diff(ctx context.Context, cmd discord.Command) discord.Comma
 		return discord.CommandAnswer{Text: "Working out the diff of `" + r.Branch + "`; it follows here in a moment."}
 	}
 	text, file := answer(res)
-	if len(file) > 0 {
-		// After the answer, as a message of its own: a command's answer
-		// carries no file.
-		go w.announce(r.Thread, "The whole diff of `"+r.Branch+"`:", file)
-	}
-	return discord.CommandAnswer{Text: text}
+	return discord.CommandAnswer{Text: text, Files: file}
 }
 
 // announce posts text and files in the thread, logging a failure.
@@ -387,16 +381,7 @@ func lostSummary(s worktree.State, base string) string {
 // else members who can manage the server; the rule of the budget's
 // button).
 func (w *worktrees) mayDecide(p discord.Press, author string) bool {
-	if author != "" && p.UserID == author {
-		return true
-	}
-	switch {
-	case len(w.cfg.ApproverIDs) > 0:
-		return slices.Contains(w.cfg.ApproverIDs, p.UserID)
-	case len(w.cfg.AllowedUserIDs) > 0:
-		return slices.Contains(w.cfg.AllowedUserIDs, p.UserID)
-	}
-	return p.ManageGuild
+	return (author != "" && p.UserID == author) || isApprover(w.cfg, p)
 }
 
 func (w *worktrees) press(ctx context.Context, p discord.Press) discord.PressAnswer {

@@ -158,10 +158,12 @@ func TestTwoThreadsWorkInTwoWorktrees(t *testing.T) {
 		strings.Contains(d.Content, "second thread") {
 		t.Errorf("/diff in the first thread:\n%s", d.Content)
 	}
+	// The file follows the command's answer, as a follow-up of the
+	// command: after the summary, never before it.
 	var file fakediscord.File
 	h.fd.Wait(t, "the diff file", waitLong, func() bool {
-		for _, m := range h.fd.BotMessages(th1.ID) {
-			if len(m.Files) == 1 {
+		for _, m := range h.fd.Answers() {
+			if m.Interaction == d.Interaction && !m.Original && len(m.Files) == 1 {
 				file = m.Files[0]
 				return true
 			}
