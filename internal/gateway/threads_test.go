@@ -192,7 +192,6 @@ func TestDirectMessagesOpenNoThread(t *testing.T) {
 	h.waitReplies(dm, 1)
 }
 
-
 // In a thread someone else made, the bot answers only when mentioned, as
 // in a channel, and answers in that thread without opening another.
 func TestThreadsOthersMadeNeedAMention(t *testing.T) {
