@@ -380,6 +380,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 			wts.Run(bgCtx) // removes the worktrees nobody needs, hourly
 		}
 	}()
+	go pruneThreads(bgCtx, threadList, wts.holds, opts.Clock, log.With().Str("component", "threads").Logger())
 	schedDone := make(chan struct{})
 	go func() {
 		defer close(schedDone)

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"path/filepath"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/config"
@@ -48,5 +51,33 @@ func threadOptions(cfg *config.Config, list *threads.Store, sessions func() *ses
 				log.Error().Err(err).Str("thread", thread).Msg("the thread could not inherit its channel's settings; it uses the defaults")
 			}
 		},
+	}
+}
+
+// threadsKept is how long the thread list remembers a thread nobody wrote
+// in; an older one still works (see threads.Store.Prune).
+const threadsKept = 30 * 24 * time.Hour
+
+// pruneThreads forgets idle threads at start and daily, keeping those
+// whose worktree still holds work (keep), until ctx ends.
+func pruneThreads(ctx context.Context, list *threads.Store, keep func(string) bool, clock clockwork.Clock, log zerolog.Logger) {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	tick := clock.NewTicker(24 * time.Hour)
+	defer tick.Stop()
+	for {
+		n, err := list.Prune(clock.Now().Add(-threadsKept), keep)
+		switch {
+		case err != nil:
+			log.Warn().Err(err).Msg("could not forget the threads idle for 30 days")
+		case n > 0:
+			log.Info().Int("threads", n).Msg("forgot the threads idle for 30 days (they still answer if written in)")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.Chan():
+		}
 	}
 }

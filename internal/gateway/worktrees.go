@@ -341,6 +341,18 @@ func samePath(a, b string) bool {
 	return err1 == nil && err2 == nil && ra == rb
 }
 
+// holds reports whether a worktree belongs to thread: its thread stays
+// in the thread list however long it is idle.
+func (w *worktrees) holds(thread string) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.records[thread]
+	return ok
+}
+
 // Run removes, at start and every hour until ctx ends, the worktrees
 // whose thread Discord deleted, and those merged whose thread has been
 // quiet for WORKTREE_KEEP_DAYS. A worktree with work its base lacks is

@@ -151,6 +151,38 @@ func (s *Store) Remove(id string) error {
 	return nil
 }
 
+// Prune forgets the threads last used (or, never used, opened) before
+// before, except those keep asks to keep (a worktree still holds their
+// work), and reports how many it forgot. A forgotten thread still works:
+// Discord says the bot owns it when someone writes in it again, and its
+// session and settings stay in sessions.json. The list stays small, and so
+// does every rewrite of it.
+func (s *Store) Prune(before time.Time, keep func(id string) bool) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []Thread
+	for id, t := range s.threads {
+		last := t.LastUsed
+		if last.IsZero() {
+			last = t.Created
+		}
+		if last.Before(before) && (keep == nil || !keep(id)) {
+			gone = append(gone, t)
+			delete(s.threads, id)
+		}
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	if err := s.saveLocked(); err != nil {
+		for _, t := range gone {
+			s.threads[t.ID] = t
+		}
+		return 0, err
+	}
+	return len(gone), nil
+}
+
 func (s *Store) update(id string, change func(*Thread)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -88,3 +88,33 @@ func TestAddRefusesAThreadWithoutItsChannel(t *testing.T) {
 		t.Error("Add without a parent channel succeeded")
 	}
 }
+
+func TestPruneForgetsIdleThreadsButKeepsThoseAskedFor(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, _, _ := Open(path)
+	day := 24 * time.Hour
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for _, th := range []Thread{
+		{ID: "old", Parent: "1", Created: now.Add(-90 * day)},
+		{ID: "old-but-used", Parent: "1", Created: now.Add(-90 * day), LastUsed: now.Add(-day)},
+		{ID: "old-with-worktree", Parent: "1", Created: now.Add(-90 * day)},
+		{ID: "new", Parent: "1", Created: now.Add(-day)},
+	} {
+		if _, err := s.Add(th); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Prune(now.Add(-30*day), func(id string) bool { return id == "old-with-worktree" })
+	if err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1 forgotten", n, err)
+	}
+	again, _, _ := Open(path)
+	var ids []string
+	for _, th := range again.List() {
+		ids = append(ids, th.ID)
+	}
+	if diff := cmp.Diff([]string{"old-but-used", "old-with-worktree", "new"}, ids); diff != "" {
+		t.Errorf("kept (-want +got):\n%s", diff)
+	}
+}
