@@ -419,12 +419,6 @@ func (r *Runtime) Close() {
 	}
 }
 
-// SetWorkspace makes w choose where prompts' turns run (Options.Workspace).
-// Call it before the first event.
-func (r *Runtime) SetWorkspace(w Workspace) {
-	r.opts.Workspace = w
-}
-
 // Handle is the queue.Handler: it processes the event and delivers the reply.
 func (r *Runtime) Handle(ctx context.Context, e queue.Event) {
 	r.Process(ctx, e)

@@ -37,8 +37,7 @@ func (w *workspaces) WorkDir(_ context.Context, e queue.Event, dir string) (stri
 func TestWorkspaceChoosesTheWorkDir(t *testing.T) {
 	work, project, worktree := t.TempDir(), t.TempDir(), t.TempDir()
 	ws := &workspaces{dir: worktree}
-	f := newFixture(t, Options{WorkDir: work}, nil)
-	f.rt.SetWorkspace(ws)
+	f := newFixture(t, Options{WorkDir: work, Workspace: ws}, nil)
 	if _, _, err := f.sessions.UpdateSettings("thread", func(s *session.Settings) { s.Project = project }); err != nil {
 		t.Fatal(err)
 	}

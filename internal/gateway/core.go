@@ -59,6 +59,9 @@ type CoreOptions struct {
 	// (the inbox); StartID is its highest event id.
 	Journal queue.Journal
 	StartID uint64
+	// Workspace, if set, picks where prompts' turns run (a thread's
+	// worktree).
+	Workspace agent.Workspace
 	// Prepare, if set, readies an event's place before its turn (the
 	// thread a prompt opens) and returns the event as the turn sees it.
 	Prepare func(context.Context, queue.Event) queue.Event
@@ -211,6 +214,7 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		ScheduledToolsAllowed: cfg.ScheduledToolsPolicy == config.ScheduledToolsAllow,
 		Attachments:           opts.Attachments,
 		Outbox:                opts.Outbox,
+		Workspace:             opts.Workspace,
 	}
 	aopts.Memory = persona.NewMemoryGuard(filepath.Join(cfg.ConfigDir, persona.MemoryFile))
 	if opts.Actions != nil {

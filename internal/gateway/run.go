@@ -201,15 +201,25 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if mon != nil {
 		costs, enqueued = costRecorders{ctl, mon}, mon.Enqueued
 	}
+	// WORKTREES=on: a thread's turns run in a git worktree of its own.
+	wts, err := newWorktrees(cfg, threadList, opts.Clock, log.With().Str("component", "worktrees").Logger())
+	if err != nil {
+		return err
+	}
+	var workspace agent.Workspace
+	if wts != nil {
+		workspace = wts
+	}
 	core, err := NewCore(cfg, CoreOptions{
-		Backend: opts.Backend,
-		Replier: replierFor(bot, mon),
-		Hooks:   hooks,
-		EnvFile: opts.EnvFile,
-		Turns:   turnWatchers{gate, durable},
-		Journal: durable,
-		StartID: in.LastID(),
-		Prepare: bot.PrepareThread,
+		Workspace: workspace,
+		Backend:   opts.Backend,
+		Replier:   replierFor(bot, mon),
+		Hooks:     hooks,
+		EnvFile:   opts.EnvFile,
+		Turns:     turnWatchers{gate, durable},
+		Journal:   durable,
+		StartID:   in.LastID(),
+		Prepare:   bot.PrepareThread,
 		OnStart: func(e queue.Event) {
 			mon.Started(e)
 			durable.started(e)
@@ -255,13 +265,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		ctl.backend = core.Backend.Name()
 	}
 	ctl.register(bot)
-	// WORKTREES=on: a thread's turns run in a git worktree of its own.
-	wts, err := newWorktrees(cfg, threadList, opts.Clock, log.With().Str("component", "worktrees").Logger())
-	if err != nil {
-		return err
-	}
 	if wts != nil {
-		core.Runtime.SetWorkspace(wts)
 		wts.register(bot, func(ch string) bool { _, running, _ := core.Queue.Lane(ch); return running }, dopts.UploadLimit)
 	}
 	sched, err = schedule.New(schedule.Options{
