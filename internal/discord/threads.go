@@ -195,6 +195,9 @@ func (b *Bot) openThread(ctx context.Context, e queue.Event) error {
 	b.mu.Unlock()
 	if !running {
 		op.err = b.startThread(ctx, e)
+		if op.err == nil {
+			b.addAsker(ctx, e.ChannelID, e.UserID)
+		}
 		close(op.done)
 	}
 	select {
@@ -230,6 +233,20 @@ func (b *Bot) startThread(ctx context.Context, e queue.Event) error {
 	}
 	b.log.Info().Str("channel", e.ReplyIn).Str("thread", e.ChannelID).Msg("thread opened for a prompt")
 	return nil
+}
+
+// addAsker makes the prompt's author a member of its thread: the thread
+// shows in their list and its answers reach them as Discord's thread
+// settings say, without a ping. A thread opened on a message has only the
+// bot as member otherwise.
+func (b *Bot) addAsker(ctx context.Context, thread, user string) {
+	th, u := parseChannel(thread), discord.UserID(parseMessage(user))
+	if !th.IsValid() || !u.IsValid() {
+		return
+	}
+	if err := b.client(ctx).AddThreadMember(th, u); err != nil {
+		b.log.Debug().Err(err).Str("thread", thread).Msg("could not add the asker to the thread")
+	}
 }
 
 // archiveDuration is THREAD_ARCHIVE in Discord's minutes.
@@ -336,6 +353,7 @@ func (b *Bot) prepareSlashThread(ctx context.Context, e queue.Event) queue.Event
 		b.log.Error().Err(err).Msg("could not record the /claude prompt's thread")
 	}
 	b.log.Info().Str("channel", e.ChannelID).Str("thread", t.ID).Msg("thread opened for a /claude prompt")
+	b.addAsker(ctx, t.ID, e.UserID)
 	e.ChannelID, e.ReplyTo, e.ReplyIn, e.ThreadName = t.ID, "", "", ""
 	if !starter.IsValid() {
 		body := messageCreate{Content: fmt.Sprintf(slashThreadIntro, e.Author, quote(e.Text)), AllowedMentions: noPings(false),

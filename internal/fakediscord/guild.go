@@ -430,6 +430,35 @@ func (s *Server) startThreadLocked(c *channel, from string, body []byte) (int, a
 	return http.StatusCreated, s.addThreadLocked(t, s.Bot.ID, in.ArchiveTime)
 }
 
+// addThreadMemberLocked serves PUT /channels/{thread}/thread-members/{user}:
+// the user joins the thread (it shows in their list and notifies them),
+// as Discord does for a thread that is not archived.
+func (s *Server) addThreadMemberLocked(c *channel, user string) (int, any) {
+	if !isThread(c.Type) {
+		return http.StatusBadRequest, wrongType
+	}
+	x := s.extraLocked(c.ID)
+	if !x.archivedAt.IsZero() {
+		return http.StatusBadRequest, apiError{Message: "Thread is archived", Code: 50083}
+	}
+	id, err := discord.ParseSnowflake(user)
+	if err != nil {
+		return http.StatusNotFound, apiError{Message: "Unknown User", Code: 10013}
+	}
+	if !slices.Contains(x.members, discord.UserID(id)) {
+		x.members = append(x.members, discord.UserID(id))
+	}
+	return http.StatusNoContent, nil
+}
+
+// ThreadMembers returns a thread's members: its creator, whoever posted
+// in it, and whoever was added.
+func (s *Server) ThreadMembers(th discord.ChannelID) []discord.UserID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.extraLocked(th).members)
+}
+
 // archivedThreadsLocked serves GET /channels/{id}/threads/archived/public:
 // the channel's archived public threads, most recently archived first.
 func (s *Server) archivedThreadsLocked(c *channel) (int, any) {
@@ -460,6 +489,8 @@ func (s *Server) channelActionLocked(c *channel, method string, rest []string, b
 		return s.startThreadLocked(c, rest[1], body)
 	case method == "GET" && len(rest) == 3 && rest[0] == "threads" && rest[1] == "archived" && rest[2] == "public":
 		return s.archivedThreadsLocked(c)
+	case method == "PUT" && len(rest) == 2 && rest[0] == "thread-members":
+		return s.addThreadMemberLocked(c, rest[1])
 	case method == "GET" && len(rest) == 2 && rest[0] == "messages":
 		mid, _ := discord.ParseSnowflake(rest[1])
 		m := c.message(discord.MessageID(mid))

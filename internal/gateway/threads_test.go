@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +89,9 @@ func TestMentionOpensAThreadThatCarriesTheConversation(t *testing.T) {
 	}
 	if answers[0].Reference != nil {
 		t.Errorf("the answer in the thread replies to %+v: Discord refuses replies across channels", answers[0].Reference)
+	}
+	if members := h.fd.ThreadMembers(th.ID); !slices.Contains(members, h.user.ID) {
+		t.Errorf("thread members = %v, want the asker among them (the thread shows in their list)", members)
 	}
 	firstSession := h.threadSession(th.ID)
 	if firstSession == "" {
