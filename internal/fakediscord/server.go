@@ -68,11 +68,12 @@
 //
 //   - Threads never archive by themselves after auto_archive_duration;
 //     a test archives them with ArchiveThread.
-//   - No thread member lists: no THREAD_MEMBERS_UPDATE,
-//     THREAD_MEMBER_UPDATE or THREAD_LIST_SYNC, no /thread-members
-//     endpoints, no joining or leaving. member_count counts the creator
-//     and whoever posted, without Discord's cap at 50; message_count is
-//     not kept.
+//   - Thread members only in part: PUT /thread-members/{user} adds one
+//     (ThreadMembers lists them), but there is no THREAD_MEMBERS_UPDATE,
+//     THREAD_MEMBER_UPDATE or THREAD_LIST_SYNC, no GET or DELETE of
+//     members, no leaving. member_count counts the creator, whoever
+//     posted and whoever was added, without Discord's cap at 50;
+//     message_count is not kept.
 //   - A thread started without a message posts no "started a thread"
 //     system message (type 18) in its parent, and a message a thread
 //     started from does not show the thread (thread field, HAS_THREAD).
