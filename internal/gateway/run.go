@@ -375,23 +375,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	connected = true
 	// Timers, reloads and webhooks start once Discord can take replies.
-	bgCtx, stopBackground := context.WithCancel(context.Background())
-	defer stopBackground()
-	wtsDone := make(chan struct{})
-	go func() {
-		defer close(wtsDone)
-		if wts != nil {
-			wts.Run(bgCtx) // removes the worktrees nobody needs, hourly
-		}
-	}()
-	go pruneThreads(bgCtx, threadList, wts.holds, opts.Clock, log.With().Str("component", "threads").Logger())
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		if err := sched.Run(bgCtx); err != nil {
-			log.Error().Err(err).Msg("schedule")
-		}
-	}()
+	bg := newBackground(log)
+	defer bg.stop()
+	if wts != nil {
+		bg.start("worktrees", wts.Run) // removes the worktrees nobody needs, hourly
+	}
+	bg.start("threads", func(ctx context.Context) error {
+		pruneThreads(ctx, threadList, wts.holds, opts.Clock, log.With().Str("component", "threads").Logger())
+		return nil
+	})
+	bg.start("schedule", sched.Run)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -399,27 +392,31 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if reloadEvery <= 0 {
 		reloadEvery = 2 * time.Second
 	}
-	go trimWhenIdle(bgCtx, finished.Load, 10*time.Second)
+	bg.start("trim", func(ctx context.Context) error {
+		trimWhenIdle(ctx, finished.Load, 10*time.Second)
+		return nil
+	})
 	if w, err := newIPC(cfg, bot, core.Sessions, int64(dopts.UploadLimit), guard, log); err != nil {
 		log.Error().Err(files.WithoutPath(err)).Msg("the IPC folder cannot be watched; files dropped into ipc/outbound are not posted")
 	} else {
-		go w.Run(bgCtx)
+		bg.start("ipc", w.Run)
 	}
 	gate.SetAsker(askIn{bot})
-	go gate.Run(bgCtx, reloadEvery, hup)
+	bg.start("schedule-files", func(ctx context.Context) error {
+		gate.Run(ctx, reloadEvery, hup)
+		return nil
+	})
 	if hooksHTTP != nil {
 		hooksHTTP.Serve()
 		if opts.WebhookReady != nil {
 			opts.WebhookReady(hooksHTTP.Addr())
 		}
 	}
-
 	res := &resumer{d: durable, notify: bot, deliver: bot.Resume, log: log}
-	resumed := make(chan struct{})
-	go func() {
-		defer close(resumed)
-		res.run(bgCtx, plan)
-	}()
+	bg.start("resume", func(ctx context.Context) error {
+		res.run(ctx, plan)
+		return nil
+	})
 
 	log.Info().Str("backend", core.Backend.Name()).Msg("gateway running")
 	if text := sched.Hook(schedule.HookStartup); text != "" {
@@ -445,10 +442,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		hooksHTTP.Close(closeCtx)
 		cancelClose()
 	}
-	stopBackground()
-	<-schedDone
-	<-wtsDone
-	<-resumed
+	bg.stop()
 	// The shutdown hook is the last event accepted; the drain below waits
 	// for it with the rest. Without Discord its reply could not be
 	// delivered, so the paid turn is not started.
