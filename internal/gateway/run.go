@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -85,28 +85,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	durable := newDurable(in, log.With().Str("component", "inbox").Logger())
 	importDiscordState(cfg, durable, log)
 
-	dopts := opts.Discord
-	dopts.Token = cfg.DiscordToken
-	dopts.APIBaseURL = cfg.DiscordAPIBaseURL
-	dopts.GatewayURL = cfg.DiscordGatewayURL
-	dopts.Access = discord.NewAccess(cfg.AllowedUserIDs, cfg.AllowedChannelIDs, cfg.AllowedGuildIDs)
-	dopts.Seen, dopts.Deliveries, dopts.NoncePrefix = durable, durable, in.NoncePrefix()
-	dopts.MaxCatchUpAge, dopts.WatchingSince = cfg.CatchUpMaxAge, in.Created()
-	dopts.MaxReplyMessages = cfg.MaxReplyMessages
-	dopts.TurnCard = cfg.TurnCard
-	dopts.ApprovalTimeout, dopts.Approvers = cfg.ApprovalTimeout, cfg.ApproverIDs
-	dopts.QuestionsPath = filepath.Join(cfg.ConfigDir, discord.QuestionsFile)
-	if dopts.UploadLimit <= 0 {
-		dopts.UploadLimit = discord.DefaultUploadLimit
-	}
+	dopts := discordOptions(cfg, opts.Discord, in, durable)
 	// Bound once the runtime exists, before Discord is opened.
 	var steer func(queue.Event) bool
 	if cfg.Steer == config.SteerInject {
 		dopts.Steer = func(e queue.Event) bool { return steer != nil && steer(e) }
 	}
-	// A prompt that waits after all (STEER=queue, a CLI that cannot be
-	// steered, a turn about to end) can still be sent now.
-	dopts.SendNow = true
 	// With ADMIN_ADDR, what happens is reported for the metrics and the
 	// dashboard; without it mon is nil, reports do nothing, and none of
 	// this is wired.
@@ -330,33 +314,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// The admin server answers from here on (/healthz at once; /readyz
 	// once Discord is connected) until everything else has stopped.
 	if mon != nil {
-		ready := readiness{bot: bot, queue: core.Queue, inbox: in}
-		adminHTTP, err := startAdmin(cfg, mon, ready.check, log.With().Str("component", "admin").Logger())
+		closeAdmin, err := serveAdmin(cfg, opts, mon, bot, core, in, ledger, sched, log)
 		if err != nil {
 			return err
 		}
-		defer adminHTTP.close()
-		dash := &dashboardSource{hub: mon.Hub(), queue: core.Queue, sessions: core.Sessions, ledger: ledger, sched: sched,
-			ready: ready.check, connected: bot.Connected, name: bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
-		stopDash, err := mountDashboard(adminHTTP.srv, dash, filepath.Join(cfg.ConfigDir, ActivityFile))
-		if err != nil {
-			log.Error().Err(files.WithoutPath(err)).Msg("the dashboard's activity log cannot be opened; the dashboard is off")
-		} else {
-			defer stopDash()
-		}
-		if opts.AdminReady != nil {
-			opts.AdminReady(adminHTTP.srv.Addr(), mon.Hub())
-		}
+		defer closeAdmin()
 	}
 
-	// Runs get their own context: a signal starts the graceful shutdown,
-	// it does not cancel the agent mid-turn. Cancelling it stops every run
-	// with the cause queue.ErrShutdown.
-	runCtx, cancel := context.WithCancelCause(context.Background())
-	cancelRuns := func() { cancel(queue.ErrShutdown) }
-	defer cancelRuns()
-	queueDone := make(chan error, 1)
-	go func() { queueDone <- core.Run(runCtx) }()
+	turns := startTurns(core)
+	defer turns.stop()
 
 	connectTimeout := opts.ConnectTimeout
 	if connectTimeout <= 0 {
@@ -366,8 +332,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	err = bot.Open(openCtx, core.Queue, core.Sessions)
 	cancelOpen()
 	if err != nil {
-		cancelRuns()
-		<-queueDone
+		turns.stop()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -429,85 +394,57 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 
 	lost := bot.Wait(ctx)
-	// The intake stops before the log says so: a prompt that arrives after
-	// the line is kept for the next start, never queued for this drain.
-	bot.StopIntake()
-	if lost != nil {
-		log.Error().Err(lost).Msg("stopping")
-	} else {
-		log.Info().Msg("shutting down: no new prompts; waiting for the ones in progress")
+	return shutdown{cfg: cfg, opts: opts, log: log, in: in, bot: bot, core: core, sched: sched,
+		webhooks: hooksHTTP, background: bg, turns: turns}.run(lost)
+}
+
+// serveAdmin starts the admin server and its dashboard (ADMIN_ADDR) and
+// returns what stops them.
+func serveAdmin(cfg *config.Config, opts Options, mon *admin.Monitor, bot *discord.Bot, core *Core, in *inbox.Inbox,
+	ledger *cost.Ledger, sched *schedule.Scheduler, log zerolog.Logger) (func(), error) {
+	ready := readiness{bot: bot, queue: core.Queue, inbox: in}
+	adminHTTP, err := startAdmin(cfg, mon, ready.check, log.With().Str("component", "admin").Logger())
+	if err != nil {
+		return nil, err
 	}
-	if hooksHTTP != nil {
-		closeCtx, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
-		hooksHTTP.Close(closeCtx)
-		cancelClose()
+	dash := &dashboardSource{hub: mon.Hub(), queue: core.Queue, sessions: core.Sessions, ledger: ledger, sched: sched,
+		ready: ready.check, connected: bot.Connected, name: bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
+	stopDash, err := mountDashboard(adminHTTP.srv, dash, filepath.Join(cfg.ConfigDir, ActivityFile))
+	if err != nil {
+		log.Error().Err(files.WithoutPath(err)).Msg("the dashboard's activity log cannot be opened; the dashboard is off")
+		stopDash = func() {}
 	}
-	bg.stop()
-	// The shutdown hook is the last event accepted; the drain below waits
-	// for it with the rest. Without Discord its reply could not be
-	// delivered, so the paid turn is not started.
-	if text := sched.Hook(schedule.HookShutdown); text != "" {
-		if lost != nil {
-			log.Warn().Msg("shutdown hook skipped: Discord is gone, so its reply could not be delivered")
-		} else if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookShutdown, text, cfg.OutputChannelID)); err != nil {
-			log.Warn().Err(err).Msg("shutdown hook not queued")
-		}
+	if opts.AdminReady != nil {
+		opts.AdminReady(adminHTTP.srv.Addr(), mon.Hub())
 	}
-	timeout := opts.ShutdownTimeout
-	if timeout <= 0 {
-		timeout = cfg.QueryTimeout + 30*time.Second
+	return func() {
+		stopDash()
+		adminHTTP.close()
+	}, nil
+}
+
+// discordOptions are the bot's settings from the config, over base (the
+// tests' faster reconnects and retries): the inbox keeps what it saw and
+// delivered and gives the nonces.
+func discordOptions(cfg *config.Config, base discord.Options, in *inbox.Inbox, durable *durable) discord.Options {
+	o := base
+	o.Token = cfg.DiscordToken
+	o.APIBaseURL = cfg.DiscordAPIBaseURL
+	o.GatewayURL = cfg.DiscordGatewayURL
+	o.Access = discord.NewAccess(cfg.AllowedUserIDs, cfg.AllowedChannelIDs, cfg.AllowedGuildIDs)
+	o.Seen, o.Deliveries, o.NoncePrefix = durable, durable, in.NoncePrefix()
+	o.MaxCatchUpAge, o.WatchingSince = cfg.CatchUpMaxAge, in.Created()
+	o.MaxReplyMessages = cfg.MaxReplyMessages
+	o.TurnCard = cfg.TurnCard
+	o.ApprovalTimeout, o.Approvers = cfg.ApprovalTimeout, cfg.ApproverIDs
+	o.QuestionsPath = filepath.Join(cfg.ConfigDir, discord.QuestionsFile)
+	if o.UploadLimit <= 0 {
+		o.UploadLimit = discord.DefaultUploadLimit
 	}
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), timeout)
-	defer cancelDrain()
-	// A second SIGINT or SIGTERM while the drain waits stops at once.
-	signals := opts.Signals
-	if signals == nil {
-		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
-		defer signal.Stop(c)
-		signals = c
-	}
-	var hurried atomic.Bool
-	go func() {
-		select {
-		case <-signals:
-			hurried.Store(true)
-			log.Warn().Int("running", core.Queue.Running()).Int("waiting", core.Queue.Len()).
-				Msg("second signal: stopping now; prompts not answered are taken up at the next start")
-			cancelDrain()
-		case <-drainCtx.Done():
-		}
-	}()
-	var errs []error
-	if err := core.Shutdown(drainCtx); err != nil {
-		why := "the shutdown timeout passed"
-		if hurried.Load() {
-			why = "a second signal came"
-		}
-		log.Warn().Str("why", why).Int("running", core.Queue.Running()).Int("waiting", core.Queue.Len()).
-			Msg("stopping before every event finished: they stay in the inbox and are taken up at the next start")
-	}
-	cancelRuns()
-	<-queueDone
-	core.Runtime.Close()
-	if lost == nil {
-		tellRestarting(in, bot, log)
-	}
-	// Replies handed over but not yet taken by Discord get what is left of
-	// the shutdown's time; Close drops the rest, each logged.
-	if err := bot.Flush(drainCtx); err != nil {
-		log.Warn().Err(err).Int("replies", bot.Pending()).Msg("replies still waiting for Discord are dropped")
-	}
-	if err := bot.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		log.Debug().Err(err).Msg("closing the Discord connection")
-	}
-	if lost != nil {
-		errs = append(errs, lost)
-	}
-	if len(errs) == 0 {
-		log.Info().Msg("stopped")
-	}
-	return errors.Join(errs...)
+	// A prompt that waits after all (STEER=queue, a CLI that cannot be
+	// steered, a turn about to end) can still be sent now.
+	o.SendNow = true
+	return o
 }
 
 // askIn posts held schedule changes through the bot.
