@@ -51,15 +51,12 @@ const (
 // threadsOn reports whether the bot opens threads for prompts.
 func (b *Bot) threadsOn() bool { return b.opts.Threads.Store != nil }
 
-// ownThread reports whether ch is a thread the gateway opened: every
-// message from an allowed user in it is a prompt. A thread the bot owns in
-// Discord counts too, so a lost thread list does not silence its threads.
+// ownThread reports whether ch is a thread the gateway opened for a task:
+// every message from an allowed user in it is a prompt. Other threads the
+// bot owns (one the agent made with an action) are not: people talk there
+// among themselves, and mention the bot when they want it.
 func (b *Bot) ownThread(ch discord.ChannelID) bool {
-	if b.threadsOn() && b.opts.Threads.Store.Owns(ch.String()) {
-		return true
-	}
-	c, err := b.state.Cabinet.Channel(ch)
-	return err == nil && isThread(c.Type) && c.OwnerID.IsValid() && c.OwnerID == b.me()
+	return b.threadsOn() && b.opts.Threads.Store.Owns(ch.String())
 }
 
 // threadParent is the channel a thread was opened in, if ch is a thread.

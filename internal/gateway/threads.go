@@ -55,7 +55,8 @@ func threadOptions(cfg *config.Config, list *threads.Store, sessions func() *ses
 }
 
 // threadsKept is how long the thread list remembers a thread nobody wrote
-// in; an older one still works (see threads.Store.Prune).
+// in; in an older one the bot answers when mentioned (see
+// threads.Store.Prune).
 const threadsKept = 30 * 24 * time.Hour
 
 // pruneThreads forgets idle threads at start and daily, keeping those
@@ -72,7 +73,7 @@ func pruneThreads(ctx context.Context, list *threads.Store, keep func(string) bo
 		case err != nil:
 			log.Warn().Err(err).Msg("could not forget the threads idle for 30 days")
 		case n > 0:
-			log.Info().Int("threads", n).Msg("forgot the threads idle for 30 days (they still answer if written in)")
+			log.Info().Int("threads", n).Msg("forgot the threads idle for 30 days (the bot answers there when mentioned)")
 		}
 		select {
 		case <-ctx.Done():

@@ -413,3 +413,17 @@ func TestChannelBudgetCoversItsThreads(t *testing.T) {
 		t.Errorf("/cost in a thread = %q, want its channel's $1.20", cost)
 	}
 }
+
+// A thread the bot owns but did not open for a task (the agent made it
+// with an action) is a place where people talk: a mention is needed there.
+func TestBotsOtherThreadsNeedAMention(t *testing.T) {
+	h := threadHarness(t, nil)
+	other := h.fd.StartThreadAsUser(h.channel, h.fd.Bot, "standup notes")
+	h.fd.Post(other, h.user, "my update: all good")
+	h.mention(other, "summarise the updates")
+	h.waitReplies(other, 1)
+	h.backendCalls(1)
+	if got := h.backend.Requests(); len(got) != 1 || got[0].Prompt != "summarise the updates" {
+		t.Errorf("prompts = %+v, want only the mention", got)
+	}
+}

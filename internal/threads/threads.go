@@ -153,10 +153,10 @@ func (s *Store) Remove(id string) error {
 
 // Prune forgets the threads last used (or, never used, opened) before
 // before, except those keep asks to keep (a worktree still holds their
-// work), and reports how many it forgot. A forgotten thread still works:
-// Discord says the bot owns it when someone writes in it again, and its
-// session and settings stay in sessions.json. The list stays small, and so
-// does every rewrite of it.
+// work), and reports how many it forgot. In a forgotten thread the bot
+// answers when mentioned, as in any thread, and its session and settings
+// stay in sessions.json. The list stays small, and so does every rewrite
+// of it.
 func (s *Store) Prune(before time.Time, keep func(id string) bool) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
