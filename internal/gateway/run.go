@@ -98,17 +98,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if mon != nil {
 		dopts.Monitor = mon
 	}
-	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
+	ledger, err := openLedger(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer ledger.Close()
-	ledger.OnError(func(err error) {
-		log.Error().Err(err).Msg("could not write the cost ledger; the totals in memory stay right until the gateway stops")
-	})
-	if n := ledger.Skipped(); n > 0 {
-		log.Warn().Int("lines", n).Str("file", cost.FileName).Msg("skipped unreadable lines of the cost ledger (a torn write after a crash?)")
-	}
 	if cfg.ProjectsRoot != "" {
 		if err := project.Check(cfg.ProjectsRoot); err != nil {
 			log.Warn().Err(err).Msg("/project cannot bind channels until PROJECTS_ROOT names a directory")
@@ -396,6 +390,22 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	lost := bot.Wait(ctx)
 	return shutdown{cfg: cfg, opts: opts, log: log, in: in, bot: bot, core: core, sched: sched,
 		webhooks: hooksHTTP, background: bg, turns: turns}.run(lost)
+}
+
+// openLedger opens the cost ledger; a write it cannot make later is
+// logged, and the totals in memory stay right.
+func openLedger(cfg *config.Config, log zerolog.Logger) (*cost.Ledger, error) {
+	ledger, err := cost.Open(filepath.Join(cfg.ConfigDir, cost.FileName), nil)
+	if err != nil {
+		return nil, err
+	}
+	ledger.OnError(func(err error) {
+		log.Error().Err(err).Msg("could not write the cost ledger; the totals in memory stay right until the gateway stops")
+	})
+	if n := ledger.Skipped(); n > 0 {
+		log.Warn().Int("lines", n).Str("file", cost.FileName).Msg("skipped unreadable lines of the cost ledger (a torn write after a crash?)")
+	}
+	return ledger, nil
 }
 
 // serveAdmin starts the admin server and its dashboard (ADMIN_ADDR) and
