@@ -154,6 +154,9 @@ type Inbox struct {
 type heldRecord struct {
 	rec record
 	rev uint64
+	// fenced: another attempt took the event over; every later write of
+	// this one fails until this process starts the event again.
+	fenced bool
 }
 
 // record is an event's value in gateway-events: the entry without its
@@ -466,6 +469,9 @@ func (in *Inbox) change(ctx context.Context, id uint64, what string, f func(*rec
 	in.mu.Lock()
 	h, held := in.held[id]
 	in.mu.Unlock()
+	if held && h.fenced {
+		return fmt.Errorf("record %s of event %d: %w", what, id, ErrFenced)
+	}
 	for {
 		rec, rev := h.rec, h.rev
 		if !held {
@@ -481,7 +487,7 @@ func (in *Inbox) change(ctx context.Context, id uint64, what string, f func(*rec
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 			if held {
 				in.mu.Lock()
-				delete(in.held, id)
+				in.held[id] = heldRecord{fenced: true}
 				in.mu.Unlock()
 				return fmt.Errorf("record %s of event %d: %w", what, id, ErrFenced)
 			}
