@@ -103,4 +103,3 @@ func (in *Inbox) LastSeen() map[string]Seen {
 		}
 	}
 }
-
