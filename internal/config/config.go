@@ -192,6 +192,22 @@ type Config struct {
 	// X-Forwarded-Proto (ADMIN_TRUST_PROXY).
 	AdminHosts      []string
 	AdminTrustProxy bool
+	// NATSURLs are the NATS servers of the inbox on JetStream (NATS_URL,
+	// comma-separated; tls:// asks for TLS); none keeps the embedded
+	// inbox in CONFIG_DIR. They may carry a user and password, which
+	// Redacted hides.
+	NATSURLs []string
+	// NATSCredsFile is a NATS credentials file (NATS_CREDS_FILE);
+	// NATSToken a token (NATS_TOKEN or NATS_TOKEN_FILE). Secret. At most
+	// one of them is set.
+	NATSCredsFile string
+	NATSToken     string
+	// NATSReplicas is how many servers keep each stream and bucket
+	// (NATS_REPLICAS): 1, 3 or 5.
+	NATSReplicas int
+	// NATSPartitions is how many partitions the event stream has
+	// (NATS_PARTITIONS), fixed when the stream is made.
+	NATSPartitions int
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

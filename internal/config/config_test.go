@@ -112,6 +112,8 @@ func defaultConfig(t testing.TB) *Config {
 		Threads:              ThreadsAuto,
 		ThreadArchive:        7 * 24 * time.Hour,
 		WorktreeKeepDays:     7,
+		NATSReplicas:         1,
+		NATSPartitions:       256,
 	}
 }
 
@@ -781,6 +783,11 @@ func TestRedacted(t *testing.T) {
 		"ADMIN_TOKEN=",
 		"ADMIN_HOSTS=",
 		"ADMIN_TRUST_PROXY=false",
+		"NATS_URL=",
+		"NATS_CREDS_FILE=",
+		"NATS_TOKEN=",
+		"NATS_REPLICAS=1",
+		"NATS_PARTITIONS=256",
 		"DISCORD_ACTIONS_CHANNELS=true",
 		"DISCORD_ACTIONS_MESSAGING=true",
 		"DISCORD_ACTIONS_GUILD=true",
@@ -1190,6 +1197,18 @@ var actionGenerators = func() []generator {
 		{EnvDeferMaxPending, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 			n := 1 + r.IntN(100)
 			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.DeferMaxPending = n }
+		}},
+		{EnvNATSURL, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			urls := []string{"nats://n1:4222", "tls://n2.example.com:4222", "ws://127.0.0.1:8080", "wss://u:p@n4"}[:1+r.IntN(4)]
+			return strings.Join(urls, ","), func(_ testing.TB, c *Config) { c.NATSURLs = urls }
+		}},
+		{EnvNATSReplicas, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			n := []int{1, 3, 5}[r.IntN(3)]
+			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.NATSReplicas = n }
+		}},
+		{EnvNATSPartitions, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			n := 1 + r.IntN(maxPartitions)
+			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.NATSPartitions = n }
 		}},
 	}
 	for _, cat := range actions.Categories {

@@ -75,6 +75,12 @@ var defaults = map[string]string{
 	EnvAdminToken:       "",
 	EnvAdminHosts:       "",
 	EnvAdminTrustProxy:  "false",
+	EnvNATSURL:          "",
+	EnvNATSCredsFile:    "",
+	EnvNATSToken:        "",
+	EnvNATSReplicas:     "1",
+	// jsinbox's default: few lanes of a busy server share a partition.
+	EnvNATSPartitions: "256",
 }
 
 func init() {

@@ -310,6 +310,31 @@ var docs = []doc{
 		Meaning: "`true` when a TLS proxy in front of the admin server sets `X-Forwarded-Proto`: `https` there makes the login cookie `Secure`",
 	},
 	{
+		Names:   []string{EnvNATSURL},
+		Default: "unset (the embedded inbox)",
+		Meaning: "keeps every event and what became of it in NATS JetStream instead of `inbox.log` in `CONFIG_DIR` (see `docs/scale-out.md`): comma-separated `nats://`, `tls://` (TLS), `ws://` or `wss://` URLs of one server or a cluster; the stream and buckets are created when missing, and a start with settings that differ from theirs stops with the difference. The gateway still runs its turns itself",
+	},
+	{
+		Names:   []string{EnvNATSCredsFile},
+		Default: "unset",
+		Meaning: "a NATS credentials file (`.creds`: a user JWT and its key) to connect with",
+	},
+	{
+		Names:   []string{EnvNATSToken, EnvNATSToken + FileSuffix},
+		Default: "unset",
+		Meaning: "a NATS token to connect with, or a file holding it; not with `NATS_CREDS_FILE`",
+	},
+	{
+		Names:   []string{EnvNATSReplicas},
+		Default: "`1`",
+		Meaning: "how many NATS servers keep the stream and buckets: `1`, or `3` (`5`) on a cluster; must match what exists",
+	},
+	{
+		Names:   []string{EnvNATSPartitions},
+		Default: "`256`",
+		Meaning: "partitions of the event stream, fixed when it is made (changing it means letting every event finish and deleting the stream)",
+	},
+	{
 		Names:   []string{EnvLogLevel},
 		Default: "`info` (`chat`: `warn`)",
 		Meaning: "`trace`, `debug`, `info`, `warn`, `error`. `chat` shares the terminal with the conversation, so it logs warnings and errors only unless `LOG_LEVEL` is set or `-v` is given",

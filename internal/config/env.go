@@ -66,6 +66,11 @@ const (
 	EnvAdminToken        = "ADMIN_TOKEN"
 	EnvAdminHosts        = "ADMIN_HOSTS"
 	EnvAdminTrustProxy   = "ADMIN_TRUST_PROXY"
+	EnvNATSURL           = "NATS_URL"
+	EnvNATSCredsFile     = "NATS_CREDS_FILE"
+	EnvNATSToken         = "NATS_TOKEN"
+	EnvNATSReplicas      = "NATS_REPLICAS"
+	EnvNATSPartitions    = "NATS_PARTITIONS"
 )
 
 // ActionsEnv is the name of a Discord action category's switch:
@@ -157,6 +162,11 @@ var keys = append([]string{
 	EnvAdminToken,
 	EnvAdminHosts,
 	EnvAdminTrustProxy,
+	EnvNATSURL,
+	EnvNATSCredsFile,
+	EnvNATSToken,
+	EnvNATSReplicas,
+	EnvNATSPartitions,
 }, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)

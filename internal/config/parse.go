@@ -104,6 +104,11 @@ func (p *parser) parse() *Config {
 		AdminToken:           field(p, EnvAdminToken, parseAdminToken),
 		AdminHosts:           field(p, EnvAdminHosts, parseHosts),
 		AdminTrustProxy:      field(p, EnvAdminTrustProxy, parseBool),
+		NATSURLs:             field(p, EnvNATSURL, parseNATSURLs),
+		NATSCredsFile:        field(p, EnvNATSCredsFile, parseCredsFile),
+		NATSToken:            field(p, EnvNATSToken, parseString),
+		NATSReplicas:         field(p, EnvNATSReplicas, parseReplicas),
+		NATSPartitions:       field(p, EnvNATSPartitions, parsePartitions),
 	}
 	for _, cat := range actions.Categories {
 		c.Actions.Categories[cat] = field(p, ActionsEnv(cat), parseBool)
@@ -129,6 +134,7 @@ func (p *parser) parse() *Config {
 		p.bad[EnvAdminAddr] = true
 		c.AdminAddr = ""
 	}
+	p.checkNATS(c)
 	if problem := adminNeedsToken(c, p.bad); problem != nil {
 		p.problems = append(p.problems, problem)
 		p.bad[EnvAdminToken] = true

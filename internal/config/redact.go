@@ -81,6 +81,11 @@ func (c Config) settings() []setting {
 		{EnvAdminToken, mask(c.AdminToken)},
 		{EnvAdminHosts, strings.Join(c.AdminHosts, ",")},
 		{EnvAdminTrustProxy, strconv.FormatBool(c.AdminTrustProxy)},
+		{EnvNATSURL, redactURLs(c.NATSURLs)},
+		{EnvNATSCredsFile, c.NATSCredsFile},
+		{EnvNATSToken, mask(c.NATSToken)},
+		{EnvNATSReplicas, strconv.Itoa(c.NATSReplicas)},
+		{EnvNATSPartitions, strconv.Itoa(c.NATSPartitions)},
 	}
 	for _, cat := range actions.Categories {
 		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})
@@ -167,6 +172,15 @@ func redactURL(s string) string {
 		return masked
 	}
 	return u.Scheme + "://" + masked + "@" + rest
+}
+
+// redactURLs shows a list of URLs comma-separated, each redacted.
+func redactURLs(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = redactURL(u)
+	}
+	return strings.Join(shown, ",")
 }
 
 // dollars prints a budget; "" when there is none.

@@ -22,7 +22,8 @@ const FileSuffix = "_FILE"
 const WebhookSecretPrefix = "WEBHOOK_"
 
 // secretNames are the secrets that may be given as files besides the
-// webhook secrets (WEBHOOK_*): the bot token and the model credentials.
+// webhook secrets (WEBHOOK_*): the bot token, the model credentials and
+// the NATS token.
 var secretNames = []string{
 	EnvDiscordToken,
 	EnvAnthropicAPIKey,
@@ -30,6 +31,7 @@ var secretNames = []string{
 	EnvOpenAIAPIKey,
 	EnvGeminiAPIKey,
 	EnvGoogleAPIKey,
+	EnvNATSToken,
 }
 
 // maxSecretFile bounds what a secret file may hold, so that a path to the
@@ -149,5 +151,5 @@ func (c *Config) SecretFiles() map[string]string { return maps.Clone(c.secretFil
 // IsModelCredential reports whether name is one of the model providers'
 // credentials, which the agent CLI is given anyway (BackendEnv).
 func IsModelCredential(name string) bool {
-	return name != EnvDiscordToken && slices.Contains(secretNames, name)
+	return name != EnvDiscordToken && name != EnvNATSToken && slices.Contains(secretNames, name)
 }
