@@ -75,6 +75,31 @@ type Journal interface {
 	Append(e Event) error
 }
 
+// Assigner is a Journal whose store numbers the events itself (a
+// stream's sequence): AppendAssign records e and returns it with the id
+// the store gave, which the queue then uses. The ids must grow; they may
+// skip. The queue offers e.ID as it would number it, so a store that
+// keeps that id may. With an Assigner the queue's numbering cannot fall
+// behind the store's (a write the store kept but did not confirm), which
+// would refuse every later event.
+type Assigner interface {
+	Journal
+	AppendAssign(e Event) (Event, error)
+}
+
+// journal records e in the journal; it returns e with the id to use.
+func (q *Queue) journal(e Event) (Event, error) {
+	if a, ok := q.opts.Journal.(Assigner); ok {
+		got, err := a.AppendAssign(e)
+		if err != nil {
+			return Event{}, err
+		}
+		e.ID = got.ID
+		return e, nil
+	}
+	return e, q.opts.Journal.Append(e)
+}
+
 // Options configures a Queue.
 type Options struct {
 	// MaxDepth is how many events may wait (not yet running); at least 1.
@@ -204,14 +229,15 @@ func (q *Queue) Enqueue(e Event) (r Receipt, err error) {
 	q.mu.Unlock()
 
 	if q.opts.Journal != nil {
-		if err := q.opts.Journal.Append(e); err != nil {
+		var err error
+		if e, err = q.journal(e); err != nil {
 			return Receipt{}, fmt.Errorf("journal event: %w", err)
 		}
 	}
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.nextID = e.ID
+	q.nextID = max(q.nextID, e.ID)
 	q.last = now
 	return q.insertLocked(e), nil
 }
@@ -233,11 +259,12 @@ func (q *Queue) Keep(e Event) (Event, error) {
 	}
 	e.ID, e.Time = q.nextID+1, now
 	q.mu.Unlock()
-	if err := q.opts.Journal.Append(e); err != nil {
+	e, err := q.journal(e)
+	if err != nil {
 		return Event{}, fmt.Errorf("journal event: %w", err)
 	}
 	q.mu.Lock()
-	q.nextID, q.last = e.ID, now
+	q.nextID, q.last = max(q.nextID, e.ID), now
 	q.mu.Unlock()
 	return e, nil
 }

@@ -639,3 +639,58 @@ func TestWaitingListsLanesWithTheirOldest(t *testing.T) {
 		t.Errorf("Waiting() (-want +got):\n%s", diff)
 	}
 }
+
+// assigningJournal gives ids of its own, with gaps, as a journal whose
+// store numbers events (a stream's sequence) does.
+type assigningJournal struct {
+	mu   sync.Mutex
+	next uint64
+	got  []uint64 // the ids the queue offered
+}
+
+func (j *assigningJournal) Append(Event) error { panic("Append called on a journal that assigns ids") }
+
+func (j *assigningJournal) AppendAssign(e Event) (Event, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.got = append(j.got, e.ID)
+	j.next += 3 // a gap: the store took sequences the queue never saw
+	e.ID = j.next
+	return e, nil
+}
+
+// A journal that assigns ids decides them: the queue's receipts, handlers
+// and Keep carry the journal's ids, later ids number on from them, and the
+// order of a lane holds.
+func TestJournalAssignsIDs(t *testing.T) {
+	j := &assigningJournal{next: 100}
+	rec := newRecorder(true)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, Journal: j, StartID: 7}, rec.handle)
+	var ids []uint64
+	for range 2 {
+		r, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Event.ID)
+	}
+	kept, err := q.Keep(Event{Kind: KindMessage, ChannelID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, kept.ID)
+	if diff := cmp.Diff([]uint64{103, 106, 109}, ids); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+	// The queue offers the id after the last one the journal gave.
+	if diff := cmp.Diff([]uint64{8, 104, 107}, j.got); diff != "" {
+		t.Errorf("ids offered to the journal (-want +got):\n%s", diff)
+	}
+	runQueue(t, q)
+	drain(t, q)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if diff := cmp.Diff([]uint64{103, 106}, rec.finished); diff != "" {
+		t.Errorf("ran (-want +got):\n%s", diff)
+	}
+}
