@@ -242,9 +242,9 @@ func throughput(n int, durable bool) (eventsPerSec float64, inboxBytes int64, er
 	}
 	var wg sync.WaitGroup
 	opts := gateway.CoreOptions{Backend: &backends.Fake{Forget: true}, Replier: countingReplier{wg: &wg}}
-	var in *inbox.Inbox
+	var in gateway.Inbox
 	if durable {
-		if in, err = gateway.OpenInbox(cfg); err != nil {
+		if in, err = gateway.OpenInbox(context.Background(), cfg, zerolog.Nop()); err != nil {
 			return 0, 0, err
 		}
 		defer in.Close()
@@ -282,13 +282,13 @@ func throughput(n int, durable bool) (eventsPerSec float64, inboxBytes int64, er
 }
 
 // inboxJournal is the queue's journal as gateway run has it.
-type inboxJournal struct{ in *inbox.Inbox }
+type inboxJournal struct{ in gateway.Inbox }
 
 func (j inboxJournal) Append(e queue.Event) error { return j.in.Add(e) }
 
 type countingReplier struct {
 	wg *sync.WaitGroup
-	in *inbox.Inbox // records the reply's life as gateway run does, if set
+	in gateway.Inbox // records the reply's life as gateway run does, if set
 }
 
 func (c countingReplier) Reply(_ context.Context, e queue.Event, text string) error {

@@ -25,7 +25,7 @@ import (
 // dropped it. What is not finished when the gateway dies is taken up at the
 // next start (resume).
 type durable struct {
-	in  *inbox.Inbox
+	in  Inbox
 	log zerolog.Logger
 
 	mu sync.Mutex // guards replied
@@ -34,12 +34,12 @@ type durable struct {
 	replied map[uint64]bool
 }
 
-func newDurable(in *inbox.Inbox, log zerolog.Logger) *durable {
+func newDurable(in Inbox, log zerolog.Logger) *durable {
 	return &durable{in: in, log: log, replied: map[uint64]bool{}}
 }
 
 var (
-	_ queue.Journal       = (*durable)(nil)
+	_ queue.Assigner      = (*durable)(nil)
 	_ discord.SeenStore   = (*durable)(nil)
 	_ discord.DeliveryLog = (*durable)(nil)
 	_ agent.TurnWatcher   = (*durable)(nil)
@@ -54,6 +54,27 @@ func (d *durable) Append(e queue.Event) error {
 		return fmt.Errorf("%w: %w", queue.ErrDuplicate, err)
 	}
 	return err
+}
+
+// assigner is an inbox that numbers events itself (the stream's sequence
+// on JetStream).
+type assigner interface {
+	Assign(e queue.Event, seen ...inbox.Seen) (queue.Event, error)
+}
+
+// AppendAssign implements queue.Assigner: an inbox that numbers events
+// itself gives the id, which the queue then uses; the embedded inbox keeps
+// the queue's.
+func (d *durable) AppendAssign(e queue.Event) (queue.Event, error) {
+	a, ok := d.in.(assigner)
+	if !ok {
+		return e, d.Append(e)
+	}
+	e, err := a.Assign(e, seenBy(e)...)
+	if errors.Is(err, inbox.ErrDuplicate) && !errors.Is(err, queue.ErrDuplicate) {
+		err = fmt.Errorf("%w: %w", queue.ErrDuplicate, err)
+	}
+	return e, err
 }
 
 // seenBy is the newest message a Discord prompt's event proves seen.

@@ -21,8 +21,41 @@ import (
 // InboxFile is the inbox's log in CONFIG_DIR.
 const InboxFile = "inbox.log"
 
-// OpenInbox opens CONFIG_DIR's inbox with the configured retention.
-func OpenInbox(cfg *config.Config) (*inbox.Inbox, error) {
+// Inbox is what the gateway keeps every event in before it acknowledges
+// it, and what became of the event: the embedded inbox in CONFIG_DIR
+// (*inbox.Inbox) or, with NATS_URL, the inbox on NATS JetStream
+// (internal/jsinbox). Both are safe for concurrent use.
+type Inbox interface {
+	Add(e queue.Event, seen ...inbox.Seen) error
+	Started(id uint64) error
+	ToolStarted(id uint64) error
+	Replied(id uint64, text string, files ...string) error
+	Delivered(id uint64, chunk int, messageID string) error
+	Finish(id uint64, s inbox.State) error
+	See(seen ...inbox.Seen) error
+	Get(id uint64) (inbox.Entry, bool)
+	Unfinished() []inbox.Entry
+	LastID() uint64
+	LastSeen() map[string]inbox.Seen
+	NoncePrefix() string
+	Created() time.Time
+	Stats() inbox.Stats
+	// Err is why the inbox cannot take events now (/readyz); nil when it can.
+	Err() error
+	// Recovered is how many bytes of a record torn by a crash were cut
+	// off at open (the embedded inbox only).
+	Recovered() int64
+	Close() error
+}
+
+var _ Inbox = (*inbox.Inbox)(nil)
+
+// OpenInbox opens the inbox: with NATS_URL the one on JetStream, else
+// CONFIG_DIR's, with the configured retention.
+func OpenInbox(ctx context.Context, cfg *config.Config, log zerolog.Logger) (Inbox, error) {
+	if len(cfg.NATSURLs) > 0 {
+		return openNATSInbox(ctx, cfg, log)
+	}
 	in, err := inbox.Open(filepath.Join(cfg.ConfigDir, InboxFile), inbox.Options{
 		KeepFor: cfg.InboxRetention,
 		KeepMax: cfg.InboxMaxEvents,
@@ -60,7 +93,7 @@ func killLeftovers(cfg *config.Config, log zerolog.Logger) {
 
 // tellRestarting tells, once, each prompt still unanswered as the gateway
 // stops that it stays queued for the next start.
-func tellRestarting(in *inbox.Inbox, n notifier, log zerolog.Logger) {
+func tellRestarting(in Inbox, n notifier, log zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Only the prompts the next start runs again: the others get their

@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/discord"
-	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -27,7 +26,7 @@ const (
 // pressed (see resumer). A prompt is retried at most once: the new event's
 // key is derived from the old one's id.
 type retrier struct {
-	in        *inbox.Inbox
+	in        Inbox
 	enqueue   func(queue.Event) (queue.Receipt, error)
 	approvers []string
 	log       zerolog.Logger

@@ -21,7 +21,6 @@ import (
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
-	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -73,7 +72,7 @@ type Options struct {
 func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logger) error {
 	// The inbox first: every event is stored there before it is
 	// acknowledged, and what a previous run left is taken up below.
-	in, err := OpenInbox(cfg)
+	in, err := OpenInbox(ctx, cfg, log.With().Str("component", "inbox").Logger())
 	if err != nil {
 		return err
 	}
@@ -411,7 +410,7 @@ func openLedger(cfg *config.Config, log zerolog.Logger) (*cost.Ledger, error) {
 
 // serveAdmin starts the admin server and its dashboard (ADMIN_ADDR) and
 // returns what stops them.
-func serveAdmin(cfg *config.Config, opts Options, mon *admin.Monitor, bot *discord.Bot, core *Core, in *inbox.Inbox,
+func serveAdmin(cfg *config.Config, opts Options, mon *admin.Monitor, bot *discord.Bot, core *Core, in Inbox,
 	ledger *cost.Ledger, sched *schedule.Scheduler, log zerolog.Logger) (func(), error) {
 	ready := readiness{bot: bot, queue: core.Queue, inbox: in}
 	adminHTTP, err := startAdmin(cfg, mon, ready.check, log.With().Str("component", "admin").Logger())
@@ -437,7 +436,7 @@ func serveAdmin(cfg *config.Config, opts Options, mon *admin.Monitor, bot *disco
 // discordOptions are the bot's settings from the config, over base (the
 // tests' faster reconnects and retries): the inbox keeps what it saw and
 // delivered and gives the nonces.
-func discordOptions(cfg *config.Config, base discord.Options, in *inbox.Inbox, durable *durable) discord.Options {
+func discordOptions(cfg *config.Config, base discord.Options, in Inbox, durable *durable) discord.Options {
 	o := base
 	o.Token = cfg.DiscordToken
 	o.APIBaseURL = cfg.DiscordAPIBaseURL

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/discord"
-	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/schedule"
 )
@@ -50,7 +49,7 @@ type shutdown struct {
 	cfg        *config.Config
 	opts       Options
 	log        zerolog.Logger
-	in         *inbox.Inbox
+	in         Inbox
 	bot        *discord.Bot
 	core       *Core
 	sched      *schedule.Scheduler
