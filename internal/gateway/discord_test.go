@@ -613,9 +613,13 @@ func TestBadTokenExitsWithAdvice(t *testing.T) {
 // A prompt that arrives during the shutdown is kept in the inbox: its
 // user is told once, and the next start answers it.
 func TestShutdownDeliversInFlightReplyAndKeepsNewPrompts(t *testing.T) {
+	eachInbox(t, testShutdownDeliversInFlightReplyAndKeepsNewPrompts)
+}
+
+func testShutdownDeliversInFlightReplyAndKeepsNewPrompts(t *testing.T, env map[string]string) {
 	started := make(chan struct{})
 	release := make(chan struct{})
-	h := startGateway(t, harnessOptions{respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+	h := startGateway(t, harnessOptions{env: env, respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
 		close(started)
 		<-release
 		return backends.Result{SessionID: "s", Text: "finished " + req.Prompt}, nil
@@ -654,7 +658,7 @@ func TestShutdownDeliversInFlightReplyAndKeepsNewPrompts(t *testing.T) {
 	if n := len(h.backend.Requests()); n != 1 {
 		t.Errorf("%d runs, want 1", n)
 	}
-	next := startGateway(t, harnessOptions{fd: h.fd, configDir: h.cfg.ConfigDir})
+	next := startGateway(t, harnessOptions{env: env, fd: h.fd, configDir: h.cfg.ConfigDir})
 	next.fd.Wait(t, "the kept prompt answered", waitLong, func() bool {
 		for _, m := range next.fd.BotMessages(h.channel) {
 			if m.Content == "echo: too late" && m.Reference != nil && m.Reference.MessageID == late.ID {
@@ -663,6 +667,7 @@ func TestShutdownDeliversInFlightReplyAndKeepsNewPrompts(t *testing.T) {
 		}
 		return false
 	})
+	checkNoInboxFile(t, env, h.cfg.ConfigDir)
 }
 
 func TestQueuedPromptIsMarkedAndBusyQueueRefuses(t *testing.T) {
@@ -757,7 +762,11 @@ func TestStopCommandKillsTheRunAndDropsWaitingPrompts(t *testing.T) {
 }
 
 func TestRestartAnswersPromptsSentWhileDown(t *testing.T) {
-	first := startGateway(t, harnessOptions{})
+	eachInbox(t, testRestartAnswersPromptsSentWhileDown)
+}
+
+func testRestartAnswersPromptsSentWhileDown(t *testing.T, env map[string]string) {
+	first := startGateway(t, harnessOptions{env: env})
 	first.mention(first.channel, "before")
 	first.waitReplies(first.channel, 1)
 	if err := first.stop(); err != nil {
@@ -767,8 +776,9 @@ func TestRestartAnswersPromptsSentWhileDown(t *testing.T) {
 	first.mention(first.channel, "while down")
 	first.fd.Post(first.channel, first.user, "chatter, not a prompt")
 
-	second := startGateway(t, harnessOptions{fd: first.fd, configDir: first.cfg.ConfigDir})
+	second := startGateway(t, harnessOptions{env: env, fd: first.fd, configDir: first.cfg.ConfigDir})
 	second.guild, second.channel, second.user = first.guild, first.channel, first.user
+	defer checkNoInboxFile(t, env, first.cfg.ConfigDir)
 	msgs := second.waitReplies(second.channel, 2)
 	second.mention(second.channel, "after")
 	msgs = second.waitReplies(second.channel, 3)

@@ -28,17 +28,19 @@ type leftBehind struct {
 	channel discord.ChannelID
 	user    discord.User
 	dir     string
-	in      *inbox.Inbox
+	in      Inbox
+	// env selects the inbox (NATS_URL) for every start.
+	env map[string]string
 }
 
-func newLeftBehind(t *testing.T) *leftBehind {
+func newLeftBehind(t *testing.T) *leftBehind { return newLeftBehindIn(t, nil) }
+
+// newLeftBehindIn is newLeftBehind with the inbox env selects.
+func newLeftBehindIn(t *testing.T, env map[string]string) *leftBehind {
 	fd := fakediscord.Start(t)
 	guild, channel := fd.AddGuild("test")
-	l := &leftBehind{t: t, fd: fd, guild: guild, channel: channel, user: fd.User("alice"), dir: t.TempDir()}
-	in, err := inbox.Open(filepath.Join(l.dir, InboxFile), inbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := &leftBehind{t: t, fd: fd, guild: guild, channel: channel, user: fd.User("alice"), dir: t.TempDir(), env: env}
+	in := openTestInbox(t, l.dir, env)
 	l.in = in
 	// The channel is known: a restart catches up on it.
 	before := fd.Post(channel, l.user, "chatter before the prompts")
@@ -75,6 +77,9 @@ func (l *leftBehind) do(err error) {
 func (l *leftBehind) start(o harnessOptions) *harness {
 	l.in.Close()
 	o.fd, o.configDir = l.fd, l.dir
+	for k, v := range l.env {
+		o.env = withEnv(o.env, k, v)
+	}
 	h := startGateway(l.t, o)
 	h.guild, h.channel, h.user = l.guild, l.channel, l.user
 	return h
@@ -92,7 +97,11 @@ func repliesTo(fd *fakediscord.Server, ch discord.ChannelID, id discord.MessageI
 }
 
 func TestRestartAnswersAcceptedPromptsOnceInOrder(t *testing.T) {
-	l := newLeftBehind(t)
+	eachInbox(t, testRestartAnswersAcceptedPromptsOnceInOrder)
+}
+
+func testRestartAnswersAcceptedPromptsOnceInOrder(t *testing.T, env map[string]string) {
+	l := newLeftBehindIn(t, env)
 	first, _ := l.prompt("first")
 	second, e2 := l.prompt("second")
 	l.do(l.in.Started(e2.ID)) // it was running, no tool yet: run again
@@ -107,14 +116,12 @@ func TestRestartAnswersAcceptedPromptsOnceInOrder(t *testing.T) {
 			t.Errorf("prompt %s answered %d times, want once (the catch-up fetched it again)", m.Content, n)
 		}
 	}
-	in, err := inbox.Open(filepath.Join(l.dir, InboxFile), inbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := openTestInbox(t, l.dir, env)
 	defer in.Close()
 	if u := in.Unfinished(); len(u) != 0 {
 		t.Errorf("unfinished after the answers: %+v", u)
 	}
+	checkNoInboxFile(t, env, l.dir)
 }
 
 func TestRestartDeliversOnlyTheRestOfAReply(t *testing.T) {
@@ -216,10 +223,15 @@ func TestDeadLetterIsReportedOnce(t *testing.T) {
 }
 
 func TestWebhookDeliveryRetriedIsAcceptedOnce(t *testing.T) {
+	eachInbox(t, testWebhookDeliveryRetriedIsAcceptedOnce)
+}
+
+func testWebhookDeliveryRetriedIsAcceptedOnce(t *testing.T, env map[string]string) {
 	addr := make(chan string, 1)
 	const secret = "webhook-secret-value"
 	h := startGateway(t, harnessOptions{
 		webhookAddr: addr,
+		env:         env,
 		setup: func(h *harness) map[string]string {
 			return map[string]string{config.EnvWebhookAddr: "127.0.0.1:0", "WEBHOOK_ONCE_SECRET": secret}
 		},

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/config"
+	gwdiscord "github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/jsinbox"
+	"github.com/agentgateway/gateway/internal/queue"
 )
 
 // runNATS starts a real NATS server with JetStream on a random port,
@@ -52,7 +55,8 @@ type inboxKind struct {
 var inboxKinds = []inboxKind{
 	{"embedded", func(*testing.T) map[string]string { return nil }},
 	{"nats", func(t *testing.T) map[string]string {
-		return map[string]string{config.EnvNATSURL: runNATS(t).ClientURL()}
+		// Few partitions: each is a consumer the first start creates.
+		return map[string]string{config.EnvNATSURL: runNATS(t).ClientURL(), config.EnvNATSPartitions: "8"}
 	}},
 }
 
@@ -212,5 +216,58 @@ func TestNATSInboxStreamWithOtherSettingsStopsTheStart(t *testing.T) {
 	_, err = OpenInbox(context.Background(), cfg, zerolog.New(zerolog.NewTestWriter(t)))
 	if err == nil || !strings.Contains(err.Error(), "max_msgs is 100, want 7") || !strings.Contains(err.Error(), "NATS_URL=") {
 		t.Fatalf("error = %v, want the stream's difference (max_msgs) and NATS_URL named", err)
+	}
+}
+
+// BenchmarkInboxEvent measures one Discord prompt through the inbox as Run
+// records it, on each inbox: intake is the store before the prompt is
+// acknowledged (durable.AppendAssign, what the queue's Enqueue waits for);
+// life adds its start, reply, delivery and finish.
+func BenchmarkInboxEvent(b *testing.B) {
+	for _, kind := range []string{"embedded", "nats"} {
+		for _, life := range []bool{false, true} {
+			name := kind + "/intake"
+			if life {
+				name = kind + "/life"
+			}
+			b.Run(name, func(b *testing.B) {
+				env := []string{config.EnvConfigDir + "=" + b.TempDir(), config.EnvMaxQueueDepth + "=10000000", config.EnvMaxChannelQueue + "=10000000"}
+				if kind == "nats" {
+					env = append(env, config.EnvNATSURL+"="+runNATS(b).ClientURL(), config.EnvNATSPartitions+"=8")
+				}
+				cfg, err := config.Load(config.LoadOptions{Environ: env})
+				if err != nil {
+					b.Fatal(err)
+				}
+				in, err := OpenInbox(context.Background(), cfg, zerolog.Nop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer in.Close()
+				d := newDurable(in, zerolog.Nop())
+				next := in.LastID()
+				b.ResetTimer()
+				for i := range b.N {
+					e := queue.Event{
+						ID: next + 1, Time: time.Now(), Kind: queue.KindMessage, Source: gwdiscord.Source,
+						ChannelID: fmt.Sprint(100 + i%100), Text: "hi", ReplyTo: fmt.Sprint(1000 + i), Key: gwdiscord.MessageKey(fmt.Sprint(1000 + i)),
+					}
+					e, err := d.AppendAssign(e)
+					if err != nil {
+						b.Fatal(err)
+					}
+					next = e.ID
+					if !life {
+						continue
+					}
+					d.started(e)
+					if err := d.Replied(e.ID, "echo: hi", nil); err != nil {
+						b.Fatal(err)
+					}
+					d.Delivered(e.ID, 0, "1")
+					d.Settled(e.ID, true)
+				}
+			})
+		}
 	}
 }
