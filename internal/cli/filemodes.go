@@ -35,7 +35,7 @@ func fileModeChecks(cfg *config.Config, envFile string) []check {
 		warn("%s is %s: other users can read the secrets in it; fix: chmod 600 %s",
 			envFile, modeString(fi.Mode()), envFile)
 	}
-	files := cfg.SecretFiles()
+	files := cfg.PrivateFiles()
 	names := make([]string, 0, len(files))
 	for name := range files {
 		// The agent CLI is given its model key anyway.

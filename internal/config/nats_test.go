@@ -135,3 +135,24 @@ func TestNATSTokenIsNotAModelCredential(t *testing.T) {
 		t.Error("IsModelCredential(NATS_TOKEN) = true, want false")
 	}
 }
+
+// The NATS credentials file is kept from the agent like the secret files:
+// the start check, doctor and the file guard read PrivateFiles.
+func TestPrivateFilesHoldTheNATSCreds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "gateway.creds")
+	if err := os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(LoadOptions{Environ: []string{EnvConfigDir + "=" + dir, EnvNATSURL + "=nats://127.0.0.1:4222", EnvNATSCredsFile + "=" + creds}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.PrivateFiles()["NATS_CREDS"]; got != creds {
+		t.Errorf("PrivateFiles = %v, want NATS_CREDS at %s", c.PrivateFiles(), creds)
+	}
+	if _, ok := c.SecretFiles()["NATS_CREDS"]; ok {
+		t.Error("the creds file is among SecretFiles, whose values are secrets read from files")
+	}
+}

@@ -148,6 +148,21 @@ func isSecretFileVar(name string) bool {
 // (DISCORD_BOT_TOKEN) with the path its NAME_FILE gave.
 func (c *Config) SecretFiles() map[string]string { return maps.Clone(c.secretFiles) }
 
+// PrivateFiles are the files holding secrets the agent must never read,
+// keyed like SecretFiles by their setting's name without FileSuffix: the
+// secret files and the NATS credentials file (NATS_CREDS_FILE), whose keys
+// sign in to the gateway's event store.
+func (c *Config) PrivateFiles() map[string]string {
+	files := maps.Clone(c.secretFiles)
+	if files == nil {
+		files = map[string]string{}
+	}
+	if c.NATSCredsFile != "" {
+		files[strings.TrimSuffix(EnvNATSCredsFile, FileSuffix)] = c.NATSCredsFile
+	}
+	return files
+}
+
 // IsModelCredential reports whether name is one of the model providers'
 // credentials, which the agent CLI is given anyway (BackendEnv).
 func IsModelCredential(name string) bool {

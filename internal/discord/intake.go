@@ -32,7 +32,7 @@ const (
 	emptyPrompt    = "Mention me with a question, or use /claude."
 	notAllowed     = "You are not allowed to use this bot here."
 	shuttingDown   = "The gateway is shutting down and did not take this message. Please send it again in a minute."
-	notStored      = "The gateway could not store this message (its disk may be full), so it was not taken. The operator can see why in the gateway's log; please send it again later."
+	notStored      = "The gateway could not store this message (its disk may be full, or its event store out of reach), so it was not taken. The operator can see why in the gateway's log; please send it again later."
 	resetNotice    = "Started a new conversation: the next prompt in this channel begins a fresh session."
 	resetNothing   = "There was no conversation to reset in this channel; the next prompt begins a fresh session."
 	resetFailed    = "Could not reset the conversation: the session file could not be written. Check the gateway's log."

@@ -150,7 +150,7 @@ func CheckAgentUser(cfg *config.Config, envFile string) (*agentuser.User, error)
 	}
 	// The model keys' files are left out: the CLI is given those keys.
 	secrets := map[string]string{}
-	for name, path := range cfg.SecretFiles() {
+	for name, path := range cfg.PrivateFiles() {
 		if !config.IsModelCredential(name) {
 			secrets[name] = path
 		}

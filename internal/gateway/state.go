@@ -70,7 +70,7 @@ func newGuard(cfg *config.Config, envFile string, secrets func() []string) (*fil
 	if abs, err := filepath.Abs(envFile); err == nil {
 		g.Protected = append(g.Protected, abs)
 	}
-	for _, path := range cfg.SecretFiles() {
+	for _, path := range cfg.PrivateFiles() {
 		g.Protected = append(g.Protected, path)
 	}
 	return g, nil
