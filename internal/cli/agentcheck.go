@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentgateway/gateway/internal/gateway"
 	"github.com/agentgateway/gateway/internal/hold"
 	"github.com/agentgateway/gateway/internal/inbox"
+	"github.com/agentgateway/gateway/internal/jsinbox"
 )
 
 // agentUserChecks runs the start check of AGENT_USER, as `gateway run`
@@ -55,9 +57,25 @@ func holdChecks(cfg *config.Config) []check {
 	return out
 }
 
+// natsChecks looks at the inbox on NATS JetStream (NATS_URL): the
+// connection, the stream, its consumers and the buckets, changing nothing.
+func natsChecks(ctx context.Context, cfg *config.Config) []check {
+	err := gateway.CheckNATS(ctx, cfg)
+	switch {
+	case errors.Is(err, jsinbox.ErrNotSetUp):
+		return []check{{Name: "inbox", OK: true, Detail: "NATS JetStream: " + err.Error()}}
+	case err != nil:
+		return []check{{Name: "inbox", Detail: err.Error(), need: "NATS JetStream at NATS_URL", runOnly: true}}
+	}
+	return []check{{Name: "inbox", OK: true, Detail: "NATS JetStream: the stream " + jsinbox.StreamName + ", its consumers and the buckets match the settings"}}
+}
+
 // inboxChecks describe the inbox: its size, the events waiting or running
 // (a stopped gateway takes them up at its next start), and the failed ones.
-func inboxChecks(cfg *config.Config) []check {
+func inboxChecks(ctx context.Context, cfg *config.Config) []check {
+	if len(cfg.NATSURLs) > 0 {
+		return natsChecks(ctx, cfg)
+	}
 	st, torn, err := inbox.Inspect(filepath.Join(cfg.ConfigDir, gateway.InboxFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

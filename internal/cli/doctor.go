@@ -166,7 +166,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		checks = append(checks, fileModeChecks(cfg, opts.envFile)...)
 		checks = append(checks, scheduleChecks(cfg, time.Now())...)
 		checks = append(checks, holdChecks(cfg)...)
-		checks = append(checks, inboxChecks(cfg)...)
+		checks = append(checks, inboxChecks(ctx, cfg)...)
 		checks = append(checks, workChecks(cfg, time.Now())...)
 		checks = append(checks, worktreeChecks(ctx, cfg)...)
 		checks = append(checks, agentUserChecks(cfg, opts.envFile)...)

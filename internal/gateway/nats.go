@@ -61,24 +61,13 @@ func openNATSInbox(ctx context.Context, cfg *config.Config, log zerolog.Logger) 
 			log.Warn().Err(err).Msg("NATS")
 		}),
 	}
-	switch {
-	case cfg.NATSCredsFile != "":
-		opts = append(opts, nats.UserCredentials(cfg.NATSCredsFile))
-	case cfg.NATSToken != "":
-		opts = append(opts, nats.Token(cfg.NATSToken))
-	}
-	nc, err := nats.Connect(strings.Join(cfg.NATSURLs, ","), opts...)
+	nc, err := nats.Connect(strings.Join(cfg.NATSURLs, ","), append(opts, natsAuth(cfg)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS at %s=%s: %w", config.EnvNATSURL, servers, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, natsOpenTimeout)
 	defer cancel()
-	js, err := jsinbox.Open(ctx, nc, jsinbox.Options{
-		Partitions: cfg.NATSPartitions,
-		Replicas:   cfg.NATSReplicas,
-		MaxDepth:   cfg.MaxQueueDepth,
-		MaxPerLane: cfg.MaxChannelQueue,
-	})
+	js, err := jsinbox.Open(ctx, nc, natsInboxOptions(cfg))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("the inbox on NATS JetStream (%s=%s): %w", config.EnvNATSURL, servers, err)
@@ -86,6 +75,47 @@ func openNATSInbox(ctx context.Context, cfg *config.Config, log zerolog.Logger) 
 	log.Info().Str("server", redactURL(nc.ConnectedUrl())).Int("replicas", cfg.NATSReplicas).
 		Int("partitions", cfg.NATSPartitions).Msg("the inbox is on NATS JetStream")
 	return &natsInbox{Inbox: js, nc: nc, timeout: 5 * time.Second, log: log}, nil
+}
+
+// natsAuth are the credentials of NATS_CREDS_FILE or NATS_TOKEN.
+func natsAuth(cfg *config.Config) []nats.Option {
+	switch {
+	case cfg.NATSCredsFile != "":
+		return []nats.Option{nats.UserCredentials(cfg.NATSCredsFile)}
+	case cfg.NATSToken != "":
+		return []nats.Option{nats.Token(cfg.NATSToken)}
+	}
+	return nil
+}
+
+// natsInboxOptions are the inbox's stream and bucket settings.
+func natsInboxOptions(cfg *config.Config) jsinbox.Options {
+	return jsinbox.Options{
+		Partitions: cfg.NATSPartitions,
+		Replicas:   cfg.NATSReplicas,
+		MaxDepth:   cfg.MaxQueueDepth,
+		MaxPerLane: cfg.MaxChannelQueue,
+	}
+}
+
+// CheckNATS connects to NATS_URL and checks the inbox's stream, consumers
+// and buckets against the settings, changing nothing (doctor). A missing
+// one is jsinbox.ErrNotSetUp: the first `gateway run` creates it. Its
+// errors name NATS_URL, never a secret.
+func CheckNATS(ctx context.Context, cfg *config.Config) error {
+	servers := redactedURLs(cfg.NATSURLs)
+	opts := append([]nats.Option{nats.Name(connectionName() + "-doctor"), nats.Timeout(5 * time.Second)}, natsAuth(cfg)...)
+	nc, err := nats.Connect(strings.Join(cfg.NATSURLs, ","), opts...)
+	if err != nil {
+		return fmt.Errorf("cannot connect to NATS at %s=%s: %w", config.EnvNATSURL, servers, err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, natsOpenTimeout)
+	defer cancel()
+	if err := jsinbox.Check(ctx, nc, natsInboxOptions(cfg)); err != nil {
+		return fmt.Errorf("the inbox on NATS JetStream (%s=%s): %w", config.EnvNATSURL, servers, err)
+	}
+	return nil
 }
 
 // Assign stores the event and returns it with the id the stream gave

@@ -200,6 +200,31 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Inbox, error) {
 	return in, nil
 }
 
+// ErrNotSetUp is what Check says of a stream or bucket that does not exist
+// yet: the first Open creates it.
+var ErrNotSetUp = errors.New("not created yet (the first gateway run with NATS_URL creates it)")
+
+// Check looks at the stream, its consumers and the buckets as Open would,
+// and reports the first that is missing (ErrNotSetUp) or differs from
+// opts, changing nothing: what doctor says before a start.
+func Check(ctx context.Context, nc *nats.Conn, opts Options) error {
+	opts = opts.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	for _, cfg := range opts.bucketConfigs() {
+		if _, err := setupBucket(ctx, js, cfg, false); err != nil {
+			return err
+		}
+	}
+	s, err := setupStream(ctx, js, opts, false)
+	if err != nil {
+		return err
+	}
+	return setupConsumers(ctx, s, opts, false)
+}
+
 // ctx is the context of a method without one.
 func (in *Inbox) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), in.opts.Timeout)

@@ -106,8 +106,17 @@ func (m mismatch) err(what, fix string) error {
 
 // ensureStream creates the stream or checks the one there.
 func ensureStream(ctx context.Context, js jetstream.JetStream, o Options) (jetstream.Stream, error) {
+	return setupStream(ctx, js, o, true)
+}
+
+// setupStream checks the stream there; a missing one is created when
+// create is set, else an ErrNotSetUp.
+func setupStream(ctx context.Context, js jetstream.JetStream, o Options, create bool) (jetstream.Stream, error) {
 	want := o.streamConfig()
 	s, err := js.Stream(ctx, StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && !create {
+		return nil, fmt.Errorf("stream %s: %w", StreamName, ErrNotSetUp)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		s, err = js.CreateStream(ctx, want)
 		if err != nil {
@@ -178,6 +187,12 @@ func show(n int64) string {
 // partition consumer beyond o.Partitions means the stream was made with
 // more partitions.
 func ensureConsumers(ctx context.Context, s jetstream.Stream, o Options) error {
+	return setupConsumers(ctx, s, o, true)
+}
+
+// setupConsumers checks the consumers; missing ones are created when
+// create is set, else reported.
+func setupConsumers(ctx context.Context, s jetstream.Stream, o Options, create bool) error {
 	have := map[string]*jetstream.ConsumerInfo{}
 	infos := s.ListConsumers(ctx)
 	for ci := range infos.Info() {
@@ -196,6 +211,10 @@ func ensureConsumers(ctx context.Context, s jetstream.Stream, o Options) error {
 	for p := range o.Partitions {
 		want := o.consumerConfig(p)
 		ci := have[want.Durable]
+		if ci == nil && !create {
+			m.add("consumer %s is missing", want.Durable)
+			continue
+		}
 		if ci == nil {
 			if _, err := s.CreateConsumer(ctx, want); err != nil {
 				return fmt.Errorf("create consumer %s: %w", want.Durable, err)
@@ -215,7 +234,16 @@ func ensureConsumers(ctx context.Context, s jetstream.Stream, o Options) error {
 
 // ensureBucket creates a KV bucket or checks the one there.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return setupBucket(ctx, js, want, true)
+}
+
+// setupBucket checks a bucket; a missing one is created when create is
+// set, else an ErrNotSetUp.
+func setupBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, create bool) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && !create {
+		return nil, fmt.Errorf("bucket %s: %w", want.Bucket, ErrNotSetUp)
+	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, want)
 		if err != nil {
