@@ -86,7 +86,7 @@ CLI_ENV := $(foreach c,$(CLIS),$(shell echo $(c) | tr a-z A-Z)_BIN=$(call cli_bi
 conformance: clis ## every agent CLI against the fake model APIs, and gateway run against the fake Discord
 	$(CLI_ENV) $(GO) test -race -count=1 -timeout 20m -tags conformance -run Conformance -v ./internal/conformance/... 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; exit $${PIPESTATUS[0]}
 
-chaos: ## kill -9 the built gateway at random moments (CHAOS_KILLS, default 12; CHAOS_THREADS=1 for a thread per prompt); every prompt answered exactly once
+chaos: ## kill -9 the built gateway at random moments (CHAOS_KILLS, default 12; CHAOS_THREADS=1 for a thread per prompt, CHAOS_NATS=1 for the inbox on NATS JetStream); every prompt answered exactly once
 	$(GO) test -count=1 -timeout 30m -tags chaos -run Chaos -v ./internal/chaos/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)\|^ *{'; exit $${PIPESTATUS[0]}
 
 bench: ## measure footprint and speed; writes BENCHMARKS.md (a few minutes)

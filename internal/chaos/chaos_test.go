@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/fakediscord"
@@ -72,6 +73,9 @@ type prompt struct {
 func TestChaos(t *testing.T) {
 	rounds := envInt("CHAOS_KILLS", 12)
 	threaded := os.Getenv("CHAOS_THREADS") == "1"
+	// CHAOS_NATS=1: the inbox is on a NATS JetStream server that outlives
+	// every kill (in this process, its store on disk).
+	onNATS := os.Getenv("CHAOS_NATS") == "1"
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -129,6 +133,9 @@ func TestChaos(t *testing.T) {
 		// there; otherwise answers come in the channels, where their
 		// order is checked.
 		"THREADS=" + map[bool]string{true: "auto", false: "off"}[threaded],
+	}
+	if onNATS {
+		env = append(env, "NATS_URL="+natsServer(t), "NATS_PARTITIONS=8")
 	}
 	owner := gateway.Owner(&config.Config{ConfigDir: configDir})
 
@@ -289,6 +296,9 @@ func TestChaos(t *testing.T) {
 	mu.Unlock()
 	fig.answers, fig.notices, fig.duplicates, fig.lost, fig.outOfOrder = o.answers, o.notices, o.duplicates, o.lost, o.outOfOrder
 	fig.leftover = leftovers(owner)
+	if _, err := os.Stat(filepath.Join(configDir, gateway.InboxFile)); onNATS && err == nil {
+		t.Errorf("with NATS_URL the gateway wrote %s: the events were not kept in JetStream", gateway.InboxFile)
+	}
 	fmt.Println(fig)
 	t.Log(fig)
 	if fig.duplicates+fig.lost+fig.outOfOrder+fig.leftover > 0 {
@@ -384,6 +394,23 @@ func outcomes(fd *fakediscord.Server, channels []discord.ChannelID, hooks discor
 		}
 	}
 	return o
+}
+
+// natsServer starts a JetStream server for the whole test, its store in a
+// temporary folder, and returns its URL.
+func natsServer(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL()
 }
 
 // restartOnly reports whether the only notices on p say the gateway is
