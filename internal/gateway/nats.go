@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,7 +32,36 @@ type natsInbox struct {
 	nc      *nats.Conn
 	timeout time.Duration
 	log     zerolog.Logger
+
+	// stats caches Stats, which reads every kept record: a metrics scrape
+	// every few seconds must not read the whole inbox each time.
+	stats cachedStats
 }
+
+// statsEvery is how long the inbox's figures are reused.
+const statsEvery = 30 * time.Second
+
+// cachedStats reuses what read returned for statsEvery.
+type cachedStats struct {
+	read func() inbox.Stats
+	now  func() time.Time
+
+	mu   sync.Mutex
+	at   time.Time
+	last inbox.Stats
+}
+
+func (c *cachedStats) get() inbox.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := c.now(); c.at.IsZero() || now.Sub(c.at) >= statsEvery {
+		c.last, c.at = c.read(), now
+	}
+	return c.last
+}
+
+// Stats are the inbox's figures as of at most statsEvery ago.
+func (n *natsInbox) Stats() inbox.Stats { return n.stats.get() }
 
 var (
 	_ Inbox    = (*natsInbox)(nil)
@@ -74,7 +104,9 @@ func openNATSInbox(ctx context.Context, cfg *config.Config, log zerolog.Logger) 
 	}
 	log.Info().Str("server", redactURL(nc.ConnectedUrl())).Int("replicas", cfg.NATSReplicas).
 		Int("partitions", cfg.NATSPartitions).Msg("the inbox is on NATS JetStream")
-	return &natsInbox{Inbox: js, nc: nc, timeout: 5 * time.Second, log: log}, nil
+	n := &natsInbox{Inbox: js, nc: nc, timeout: 5 * time.Second, log: log}
+	n.stats = cachedStats{read: js.Stats, now: time.Now}
+	return n, nil
 }
 
 // natsAuth are the credentials of NATS_CREDS_FILE or NATS_TOKEN.
