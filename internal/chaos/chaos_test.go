@@ -24,11 +24,11 @@ import (
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/fakediscord"
 	"github.com/agentgateway/gateway/internal/gateway"
+	"github.com/agentgateway/gateway/internal/natstest"
 )
 
 // fakeClaude stands for the claude CLI: it answers "answer: <token>" for
@@ -398,20 +398,7 @@ func outcomes(fd *fakediscord.Server, channels []discord.ChannelID, hooks discor
 
 // natsServer starts a JetStream server for the whole test, its store in a
 // temporary folder, and returns its URL.
-func natsServer(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return s.ClientURL()
-}
+func natsServer(t *testing.T) string { return natstest.Start(t, t.TempDir()).ClientURL() }
 
 // restartOnly reports whether the only notices on p say the gateway is
 // restarting: the prompt is still to be answered.

@@ -4,26 +4,16 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/natstest"
 )
 
 // doctor's inbox check with NATS_URL: an unreachable server fails `run`
 // naming NATS_URL; a server without the inbox's stream says the first run
 // creates it, and creates nothing itself.
 func TestDoctorChecksTheNATSInbox(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
-	t.Cleanup(s.Shutdown)
+	s := natstest.Start(t, t.TempDir())
 	load := func(url string) *config.Config {
 		cfg, err := config.Load(config.LoadOptions{Environ: []string{config.EnvConfigDir + "=" + t.TempDir(), config.EnvNATSURL + "=" + url}})
 		if err != nil {

@@ -18,31 +18,14 @@ import (
 	"github.com/agentgateway/gateway/internal/config"
 	gwdiscord "github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/jsinbox"
+	"github.com/agentgateway/gateway/internal/natstest"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
 // runNATS starts a real NATS server with JetStream on a random port,
 // storing in a temporary directory; the test's cleanup shuts it down.
 // (The lines of internal/jsinbox's server_test.go this package needs.)
-func runNATS(t testing.TB) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		ServerName: "solo", Host: "127.0.0.1", Port: server.RANDOM_PORT,
-		JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
-}
+func runNATS(t testing.TB) *server.Server { return natstest.Start(t, t.TempDir()) }
 
 // inboxKind is one of the inboxes the gateway can run on; env gives the
 // settings that select it (and starts what it needs), to be passed to every

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentgateway/gateway/internal/natstest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -16,30 +18,10 @@ import (
 // runServer starts a real NATS server with JetStream on a random port,
 // storing in dir (reuse dir to restart it with its state). The test's
 // cleanup shuts it down.
-func runServer(t testing.TB, dir string) *server.Server {
-	t.Helper()
-	return startServer(t, &server.Options{
-		ServerName: "solo", Host: "127.0.0.1", Port: server.RANDOM_PORT,
-		JetStream: true, StoreDir: dir,
-	})
-}
+func runServer(t testing.TB, dir string) *server.Server { return natstest.Start(t, dir) }
 
 func startServer(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
+	return natstest.StartWith(t, opts)
 }
 
 // runCluster starts n servers routed to each other as one JetStream
