@@ -94,7 +94,9 @@ type Options struct {
 	// their last change. Zero: 7 days.
 	KeepFor time.Duration
 	// AckWait and MaxDeliver configure the partitions' consumers. Zero:
-	// 60 s and 3.
+	// 60 s and 4: three attempts at a turn, and a fourth delivery whose
+	// holder posts the dead-letter notice (LastDelivery) instead of
+	// running it, so that no event is left in the stream untold.
 	AckWait    time.Duration
 	MaxDeliver int
 	// Timeout bounds each call to the server of the methods without a
@@ -117,7 +119,7 @@ func (o Options) withDefaults() Options {
 		o.Replicas = 1
 	}
 	if o.MaxDeliver <= 0 {
-		o.MaxDeliver = 3
+		o.MaxDeliver = 4
 	}
 	def(&o.DuplicateWindow, 2*time.Minute)
 	def(&o.KeyTTL, 7*24*time.Hour)
@@ -133,6 +135,7 @@ func (o Options) withDefaults() Options {
 // Inbox is the durable event store on JetStream.
 type Inbox struct {
 	opts    Options
+	nc      *nats.Conn
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 	keys    jetstream.KeyValue
@@ -148,6 +151,9 @@ type Inbox struct {
 	// so a takeover elsewhere fences them off.
 	held   map[uint64]heldRecord
 	closed bool
+	// dispatcher, once made, holds the events this process runs: Finish
+	// acks them.
+	dispatcher *Dispatcher
 }
 
 type heldRecord struct {
@@ -178,7 +184,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Inbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	in := &Inbox{opts: opts, js: js, held: map[uint64]heldRecord{}}
+	in := &Inbox{opts: opts, nc: nc, js: js, held: map[uint64]heldRecord{}}
 	kvs := map[string]jetstream.KeyValue{}
 	for _, cfg := range opts.bucketConfigs() {
 		kv, err := ensureBucket(ctx, js, cfg)
@@ -237,6 +243,12 @@ func (in *Inbox) checkOpen() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// LastDelivery reports whether d is the last time the server hands its
+// event out: its holder must finish it, whatever its record says.
+func (in *Inbox) LastDelivery(d Delivery) bool {
+	return d.Deliveries >= uint64(in.opts.MaxDeliver)
 }
 
 // Subject is the subject an event is published on.
@@ -326,6 +338,7 @@ func (in *Inbox) add(ctx context.Context, e queue.Event, id uint64, seen []Seen)
 			return queue.Event{}, err
 		}
 	}
+	in.ring(partition(e.Lane, in.opts.Partitions))
 	// The event is stored: a seen mark lost here only makes the catch-up
 	// read a message again, and its key refuses it then.
 	_ = in.see(ctx, seen)
@@ -596,7 +609,16 @@ func (in *Inbox) Finish(id uint64, s State) error {
 	}); err != nil {
 		return err
 	}
-	// A worker's ack does the same; whichever comes second finds nothing.
+	in.mu.Lock()
+	d := in.dispatcher
+	in.mu.Unlock()
+	if d != nil {
+		// The event was handed out here: the ack takes it out of the
+		// stream and lets the partition hand out its next one.
+		if held, err := d.acked(ctx, id); held {
+			return err
+		}
+	}
 	if err := in.stream.DeleteMsg(ctx, id); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("take finished event %d out of the stream: %w", id, err)
 	}
