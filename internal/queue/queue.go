@@ -123,6 +123,12 @@ type Options struct {
 	// event there (a heartbeat's busy mark, a waiting reaction), whatever
 	// became of it. It is called without the queue's lock held.
 	Left func(e Event, fate Fate)
+	// Elsewhere makes the journal's store the queue (NATS JetStream with
+	// several workers): Enqueue records each event and returns it as
+	// waiting without keeping it, and whichever worker takes it from the
+	// store runs it, handing it to its own queue with Restore. The store
+	// applies the limits then.
+	Elsewhere bool
 	// Enqueued, if set, is told how every Enqueue ended: the event as
 	// accepted (with its id) and a nil error, or the event as offered and
 	// the error that refused it. It is called without the queue's locks
@@ -239,6 +245,9 @@ func (q *Queue) Enqueue(e Event) (r Receipt, err error) {
 	defer q.mu.Unlock()
 	q.nextID = max(q.nextID, e.ID)
 	q.last = now
+	if q.opts.Elsewhere && q.opts.Journal != nil {
+		return Receipt{Event: e, Waiting: true}, nil
+	}
 	return q.insertLocked(e), nil
 }
 

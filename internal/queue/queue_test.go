@@ -694,3 +694,35 @@ func TestJournalAssignsIDs(t *testing.T) {
 		t.Errorf("ran (-want +got):\n%s", diff)
 	}
 }
+
+// assignFunc is a Journal that numbers events as a stream does.
+type assignFunc func(Event) (Event, error)
+
+func (f assignFunc) Append(e Event) error                { _, err := f(e); return err }
+func (f assignFunc) AppendAssign(e Event) (Event, error) { return f(e) }
+
+func TestElsewhereStoresWithoutRunning(t *testing.T) {
+	var stored []Event
+	r := newRecorder(true)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, Elsewhere: true, Journal: assignFunc(func(e Event) (Event, error) {
+		e.ID = uint64(100 + len(stored))
+		stored = append(stored, e)
+		return e, nil
+	})}, r.handle)
+	runQueue(t, q)
+	rcpt, err := q.Enqueue(Event{ChannelID: "c1", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rcpt.Waiting || rcpt.Event.ID != 100 || len(stored) != 1 {
+		t.Fatalf("receipt %+v, stored %d: want the stored event, waiting", rcpt, len(stored))
+	}
+	if n := q.Len(); n != 0 {
+		t.Fatalf("the queue holds %d events: a stored event runs where a worker takes it", n)
+	}
+	// A worker hands it back with Restore: then it runs here.
+	q.Restore(rcpt.Event)
+	if got := waitStarted(t, r); got != 100 {
+		t.Fatalf("ran %d, want 100", got)
+	}
+}
