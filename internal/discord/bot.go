@@ -156,6 +156,11 @@ type Options struct {
 	Monitor Monitor
 	// Threads turns on a thread per task (THREADS=auto).
 	Threads ThreadOptions
+	// Elsewhere is set when turns run on other processes too (NATS_URL
+	// with workers): what concerns a turn this process does not run is
+	// passed on there, and a waiting prompt's ⏳ is left for the process
+	// that runs it to remove.
+	Elsewhere Elsewhere
 }
 
 // Intake is where accepted prompts go, and what /claude-stop stops.

@@ -334,6 +334,16 @@ func (b *Bot) onPress(ev *interactionCreate, data *discord.ButtonInteraction) {
 	}
 	go func() {
 		answer := PressAnswer{Notice: unhandledPress}
+		if b.opts.Elsewhere != nil && turnButton(id) && !b.holdsPress(p) {
+			// The turn may run on another process: it answers.
+			ctx, cancel := context.WithTimeout(b.ctx, pressWindow)
+			a, ok := b.opts.Elsewhere.Press(ctx, p)
+			cancel()
+			if ok {
+				b.answerPress(ev, a, log)
+				return
+			}
+		}
 		if h != nil {
 			start := time.Now()
 			ctx, cancel := context.WithTimeout(b.ctx, pressWindow)

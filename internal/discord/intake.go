@@ -236,6 +236,16 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		}()
 		return
 	}
+	if rcpt.Waiting && b.opts.Elsewhere != nil {
+		// The turn starts on whichever process takes it, which removes
+		// the ⏳ then: no mark is kept here.
+		go func() {
+			if err := b.client(b.ctx).React(m.ChannelID, m.ID, waitingEmoji); err != nil {
+				log.Warn().Err(err).Msg("could not mark the prompt as waiting")
+			}
+		}()
+		return
+	}
 	if rcpt.Waiting {
 		mk := &mark{channel: m.ChannelID, message: m.ID, placed: make(chan struct{}), gone: make(chan struct{}), offered: make(chan struct{})}
 		b.marks[rcpt.Event.ID] = mk

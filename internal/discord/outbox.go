@@ -91,6 +91,12 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 			b.unmark(mk)
 		}()
 	}
+	// The intake is another process: remove its ⏳ now and again when
+	// the turn ends, in case its reaction landed after the first removal.
+	elsewhere := mk == nil && b.opts.Elsewhere != nil
+	if elsewhere {
+		go b.unmarkWaiting(e)
+	}
 	var t *turn
 	if b.followsTurn(e) {
 		t = b.beginTurn(e)
@@ -119,6 +125,9 @@ func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
 	go b.keepTyping(tctx, discord.ChannelID(channel))
 	return func() {
 		b.stopTyping(e.ID)
+		if elsewhere {
+			go b.unmarkWaiting(e)
+		}
 		if t != nil {
 			// Finished normally came first; this only cleans up.
 			b.Finished(e, agent.Outcome{Stopped: true})

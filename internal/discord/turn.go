@@ -608,25 +608,35 @@ func (b *Bot) onReaction(ev *gateway.MessageReactionAddEvent) {
 	if ev.Emoji.Name != stopEmoji {
 		return
 	}
-	b.mu.Lock()
-	var target *turn
-	for _, t := range b.turns {
-		if t.channel != ev.ChannelID && t.promptIn != ev.ChannelID {
-			continue
-		}
-		t.mu.Lock()
-		hit := (t.promptIn == ev.ChannelID && t.prompt == ev.MessageID) || (t.channel == ev.ChannelID && t.cardID.IsValid() && t.cardID == ev.MessageID)
-		t.mu.Unlock()
-		if hit {
-			target = t
-			break
-		}
+	target := b.turnByMessage(ev.ChannelID, ev.MessageID)
+	if target == nil && b.opts.Elsewhere != nil {
+		// The turn may run on another process.
+		go b.opts.Elsewhere.Reaction(b.ctx, ev.ChannelID.String(), ev.MessageID.String(), ev.UserID.String())
+		return
 	}
-	b.mu.Unlock()
 	if target == nil || !b.mayStop(ev.UserID.String(), target.e) {
 		return
 	}
 	go b.stopTurn(target, ev.UserID.String(), false)
+}
+
+// turnByMessage is the turn whose prompt or card is message in channel;
+// nil when this process runs none.
+func (b *Bot) turnByMessage(channel discord.ChannelID, message discord.MessageID) *turn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.turns {
+		if t.channel != channel && t.promptIn != channel {
+			continue
+		}
+		t.mu.Lock()
+		hit := (t.promptIn == channel && t.prompt == message) || (t.channel == channel && t.cardID.IsValid() && t.cardID == message)
+		t.mu.Unlock()
+		if hit {
+			return t
+		}
+	}
+	return nil
 }
 
 // stop is /claude-stop: the channel's running prompt is stopped; with
@@ -649,7 +659,11 @@ func (b *Bot) stop(ev *gateway.InteractionCreateEvent, user discord.UserID, all 
 			b.log.Warn().Str("error", scrub(err, ev.Token)).Msg("could not acknowledge /claude-stop")
 		}
 		prompts := 0
+		stoppedElsewhere := false
 		switch {
+		case !ok && b.opts.Elsewhere != nil:
+			// The lane's turn, if any, runs on another process.
+			stoppedElsewhere, prompts = b.opts.Elsewhere.Stop(b.ctx, ev.ChannelID.String(), user.String(), dropAll)
 		case dropAll:
 			if t != nil {
 				b.stopTurn(t, user.String(), true)
@@ -679,7 +693,7 @@ func (b *Bot) stop(ev *gateway.InteractionCreateEvent, user discord.UserID, all 
 				queued++
 			}
 		}
-		text := stopNotice(ok, prompts, queued, dropAll)
+		text := stopNotice(ok || stoppedElsewhere, prompts, queued, dropAll)
 		in := &interaction{app: ev.AppID, token: ev.Token, channel: ev.ChannelID, expires: b.clock.Now().Add(interactionTTL), acked: closedChan}
 		if _, err := b.webhookSend(b.ctx, in, true, part{content: text}); err != nil {
 			b.log.Warn().Str("error", scrub(err, ev.Token)).Msg("/claude-stop answer not delivered")

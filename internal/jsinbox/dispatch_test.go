@@ -202,3 +202,32 @@ func TestProgressKeepsALongTurnWithItsHolder(t *testing.T) {
 	w.d.Release(d.Event.ID)
 	must(t, w.in.Finish(d.Event.ID, inbox.Answered))
 }
+
+func TestAStopMarksTheLanesEventsSoFar(t *testing.T) {
+	in := openInbox(t, connect(t, runServer(t, t.TempDir())), Options{Partitions: 2})
+	ctx := bg(t)
+	if m, err := in.StopMark(ctx, "555"); err != nil || m != 0 {
+		t.Fatalf("StopMark of a lane never stopped = %d, %v", m, err)
+	}
+	var last uint64
+	for i := range 3 {
+		e, err := in.Append(ctx, event("555", fmt.Sprintf("k%d", i), i))
+		must(t, err)
+		last = e.ID
+	}
+	_, err := in.Append(ctx, event("666", "other", 9))
+	must(t, err)
+	held, err := in.MarkStop(ctx, "555")
+	must(t, err)
+	if held != 3 {
+		t.Errorf("MarkStop counted %d events of the lane, want 3", held)
+	}
+	if m, err := in.StopMark(ctx, "555"); err != nil || m < last {
+		t.Fatalf("StopMark = %d, %v; want at least %d", m, err, last)
+	}
+	later, err := in.Append(ctx, event("555", "later", 10))
+	must(t, err)
+	if m, _ := in.StopMark(ctx, "555"); later.ID <= m {
+		t.Fatalf("an event appended after the stop (%d) is under its mark %d", later.ID, m)
+	}
+}

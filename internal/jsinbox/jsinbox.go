@@ -142,6 +142,7 @@ type Inbox struct {
 	events  jetstream.KeyValue
 	deliv   jetstream.KeyValue
 	seen    jetstream.KeyValue
+	lanes   jetstream.KeyValue
 	prefix  string
 	created time.Time
 
@@ -194,6 +195,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Inbox, error) {
 		kvs[cfg.Bucket] = kv
 	}
 	in.keys, in.events, in.deliv, in.seen = kvs[BucketKeys], kvs[BucketEvents], kvs[BucketDelivered], kvs[BucketSeen]
+	in.lanes = kvs[BucketLanes]
 	if in.prefix, in.created, err = ensureMeta(ctx, kvs[BucketMeta], opts); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ const (
 	BucketDelivered = "gateway-deliveries"
 	BucketSeen      = "gateway-seen"
 	BucketMeta      = "gateway-meta"
+	BucketLanes     = "gateway-lanes"
 
 	consumerPrefix = "ev-"
 	streamSubjects = subjectPrefix + "*.*"
@@ -89,6 +90,7 @@ func (o Options) bucketConfigs() []jetstream.KeyValueConfig {
 		kv(BucketDelivered, "agent gateway: <id>.<chunk> -> the Discord message", o.KeepFor),
 		kv(BucketSeen, "agent gateway: channel -> newest message seen", 0),
 		kv(BucketMeta, "agent gateway: the nonce prefix, creation time and partitions", 0),
+		kv(BucketLanes, "agent gateway: stop.<lane> -> the last event id a stop drops", o.KeepFor),
 	}
 }
 
