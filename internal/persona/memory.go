@@ -46,13 +46,22 @@ import (
 // nothing in it is lost), and each run that meets it is told once with
 // ErrMemoryTooLarge. Merging resumes when the file is back under the limit.
 //
+// With a shared copy (Share), the guard also merges the file with a copy of
+// memory.md that guards on other machines merge into too, when a run begins
+// and ends and around Edit (see SharedMemory).
+//
 // Use one MemoryGuard per memory.md path. It is safe for concurrent use.
 type MemoryGuard struct {
 	path string
 
-	mu     sync.Mutex // guards known and active, and serializes each read-merge-write of the file
+	mu     sync.Mutex // guards known, active, shared and synced, and serializes each read-merge-write of the file
 	known  string     // the file as the guard last saw or wrote it
 	active map[*MemoryRun]struct{}
+	shared SharedMemory
+	// synced is the shared copy as this guard last merged with it: the
+	// common ancestor of the file and the shared copy. nil until the first
+	// merge.
+	synced *string
 	// cache saves rereading an unchanged file at every run's start and end.
 	cache fileCache
 }
@@ -82,6 +91,9 @@ func (g *MemoryGuard) Begin() *MemoryRun {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.syncLocked(nil) // on error the known content stands
+	// Before the base is taken: what other machines' runs wrote is then
+	// part of the file this run starts from. An error shows again at End.
+	_ = g.shareLocked()
 	r := &MemoryRun{g: g, base: g.known}
 	g.active[r] = struct{}{}
 	return r
@@ -98,12 +110,16 @@ func (r *MemoryRun) Observe() error {
 }
 
 // End merges once more and ends the run, reporting a too large file like
-// Observe does. Calling it again only merges.
+// Observe does; with a shared copy it then merges the file with it.
+// Calling it again only merges.
 func (r *MemoryRun) End() error {
 	r.g.mu.Lock()
 	defer r.g.mu.Unlock()
 	defer delete(r.g.active, r)
-	return r.tellOnce(r.g.syncLocked(r))
+	if err := r.tellOnce(r.g.syncLocked(r)); err != nil {
+		return err
+	}
+	return r.g.shareLocked()
 }
 
 // tellOnce lets ErrMemoryTooLarge through the first time only. g.mu must be
@@ -124,10 +140,17 @@ func (r *MemoryRun) tellOnce(err error) error {
 // writes change's result atomically. Runs in progress merge against it as
 // against any concurrent write, so neither side loses a line. A file over
 // MaxFileSize is not edited (ErrMemoryTooLarge).
+//
+// With a shared copy, the file is merged with it before change sees it (so
+// a line to forget is there to forget) and after the write (so other
+// machines see the edit without waiting for this one's next run).
 func (g *MemoryGuard) Edit(change func(content string) (string, error)) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.syncLocked(nil); err != nil {
+		return err
+	}
+	if err := g.shareLocked(); err != nil {
 		return err
 	}
 	cur, perm, err := g.read()
@@ -142,8 +165,110 @@ func (g *MemoryGuard) Edit(change func(content string) (string, error)) error {
 		return fmt.Errorf("write memory.md: %w", err)
 	}
 	g.known = next
+	return g.shareLocked()
+}
+
+// SharedMemory is a copy of memory.md that guards on other machines merge
+// into too (with NATS_URL, a key in a JetStream bucket: package
+// kvpersona). A guard given one (Share) merges its file with it when a run
+// begins, so the run starts from what every machine knows, and when a run
+// ends, so what the run wrote reaches the others.
+//
+// The guard keeps the common ancestor: the shared text as it last merged
+// with it. Whatever changed in the file since then (this machine's runs, a
+// fact written while the shared copy was unreachable) and whatever changed
+// in the shared copy (other machines' runs) are merged line by line with
+// MergeLines: additions on either side are kept, a deletion on either side
+// stands.
+type SharedMemory interface {
+	// Merge merges into the shared copy what local changed since base
+	// (nil before the guard's first merge: then nothing counts as
+	// deleted), and the shared copy's own changes into the result, which
+	// it returns and from then on holds. ok false means the shared copy was
+	// not changed (unreachable, too large, conflicting too often): the
+	// guard keeps its file and its base, and merges again next time. The
+	// implementation reports its failures itself.
+	Merge(base *string, local string) (merged string, ok bool)
+}
+
+// Share makes the guard merge memory.md with shared when a run begins and
+// ends and around Edit. Without it (nil), the guard works on the file
+// alone.
+func (g *MemoryGuard) Share(shared SharedMemory) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shared = shared
+}
+
+// Refresh merges what runs left and then the shared copy into memory.md,
+// outside any run. Call it before reading the persona for a turn, so the
+// prompt already holds what runs on other machines added (Begin merges
+// again, which is then usually a no-op). Without a shared copy it only
+// merges what runs left.
+func (g *MemoryGuard) Refresh() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.syncLocked(nil); err != nil {
+		return err
+	}
+	return g.shareLocked()
+}
+
+// shareLocked merges the file with the shared copy, if there is one, and
+// makes the result the file and the known content. A file over
+// MaxFileSize is left alone (the run is told by syncLocked). g.mu must be
+// held.
+func (g *MemoryGuard) shareLocked() error {
+	if g.shared == nil {
+		return nil
+	}
+	cur, perm, err := g.readCached()
+	if errors.Is(err, ErrMemoryTooLarge) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	shared, ok := g.shared.Merge(g.synced, cur)
+	if !ok {
+		return nil
+	}
+	next := shared
+	for attempt := 0; next != cur; attempt++ {
+		// As in syncLocked: an agent may have written while the shared
+		// copy was merged. Its write is the file now, with the shared
+		// copy's changes laid over it; the write reaches the shared copy
+		// at the next merge, as a change since shared.
+		again, _, err := g.read()
+		if err != nil {
+			return err
+		}
+		if again != cur && attempt < maxMergeRetries {
+			next, cur = merge3(cur, next, again), again
+			continue
+		}
+		if err := atomicfile.Write(g.path, []byte(next), perm); err != nil {
+			// The shared copy holds shared; the base stays the older
+			// text, so the next merge finds this file's changes in it
+			// already and does not double them.
+			return fmt.Errorf("write memory.md merged with the shared copy: %w", err)
+		}
+		break
+	}
+	g.known = next
+	g.synced = &shared
 	return nil
 }
+
+// MergeLines merges two edits of memory.md line by line, with the rules
+// the guard applies between runs: base is the text both started from,
+// theirs and ours the edited texts. A line added on either side is kept,
+// and a line added on both is not doubled; a line deleted on either side
+// is deleted (copies added on the other side stay); every other line is as
+// in ours. The result has ours' order, with theirs' additions placed after
+// the nearest line before them in theirs that the result keeps, or at the
+// top. It is a pure function.
+func MergeLines(base, theirs, ours string) string { return merge3(base, theirs, ours) }
 
 // maxMergeRetries bounds how often a merge starts over because the file
 // changed while it merged.
@@ -374,7 +499,8 @@ func merge(bases []string, known, cur string) string {
 		return ""
 	}
 	s := strings.Join(out, "\n")
-	if strings.HasSuffix(cur, "\n") || (cur == "" && strings.HasSuffix(known, "\n")) {
+	// A blank last line exists only with its newline ("" is no line).
+	if strings.HasSuffix(cur, "\n") || (cur == "" && strings.HasSuffix(known, "\n")) || out[len(out)-1] == "" {
 		s += "\n"
 	}
 	return s
