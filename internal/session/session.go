@@ -4,6 +4,11 @@
 // Every change is written to disk at once with an atomic replace, so a
 // restart (or a kill -9) finds the bindings as they were. A Store is safe for
 // concurrent use.
+//
+// A shared Store (Share) keeps its records in a Remote that several
+// machines use at once (docs/scale-out.md §4): reads go to the Remote,
+// changes are written to it under revision checks, and sessions.json is the
+// machine's local copy, read when the Remote cannot be.
 package session
 
 import (
@@ -93,6 +98,12 @@ type Store struct {
 	wmu sync.Mutex
 	// written is the version the file holds.
 	written uint64
+
+	// remote, if set (Share), is the shared store the file is a local
+	// copy of; report gets what goes wrong reading it. Both are set
+	// before the store is used and never change.
+	remote Remote
+	report func(error)
 }
 
 // Open loads the store at path, or starts empty if the file does not exist.
@@ -163,6 +174,9 @@ func parse(data []byte) (file, error) {
 
 // Settings returns the channel's settings.
 func (s *Store) Settings(channel string) Settings {
+	if s.remote != nil {
+		s.refreshSettings(channel)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.settings[channel]
@@ -171,7 +185,17 @@ func (s *Store) Settings(channel string) Settings {
 // UpdateSettings changes the channel's settings with change and saves the
 // store; it returns the settings before and after. When the save fails the
 // change stays in memory and the error says it is not on disk.
+//
+// In a shared store change may be called more than once, on the settings
+// as another machine just changed them: it must only set what it changes.
 func (s *Store) UpdateSettings(channel string, change func(*Settings)) (before, after Settings, err error) {
+	if s.remote != nil {
+		return s.sharedUpdateSettings(channel, change)
+	}
+	return s.localUpdateSettings(channel, change)
+}
+
+func (s *Store) localUpdateSettings(channel string, change func(*Settings)) (before, after Settings, err error) {
 	s.mu.Lock()
 	before = s.settings[channel]
 	after = before
@@ -193,6 +217,9 @@ func (s *Store) UpdateSettings(channel string, change func(*Settings)) (before, 
 
 // Get returns the channel's binding.
 func (s *Store) Get(channel string) (Binding, bool) {
+	if s.remote != nil {
+		s.refreshBinding(channel)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.bindings[channel]
@@ -202,13 +229,17 @@ func (s *Store) Get(channel string) (Binding, bool) {
 	return b, ok
 }
 
-// Epoch identifies one conversation of a key: every Delete (a reset)
-// begins a new one.
+// Epoch identifies one conversation of a key: every Delete (a reset) or
+// Drop begins a new one. In a shared store it is counted in the shared
+// record, so a reset on one machine ends the conversation on all.
 type Epoch uint64
 
 // Current returns the channel's binding and the epoch of its conversation,
 // for a later SetIn.
 func (s *Store) Current(channel string) (Binding, bool, Epoch) {
+	if s.remote != nil {
+		s.refreshBinding(channel)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.bindings[channel]
@@ -224,6 +255,13 @@ func (s *Store) SetIn(channel string, epoch Epoch, b Binding) (bool, error) {
 	if b.SessionID == "" {
 		return false, errors.New("set session: empty session id")
 	}
+	if s.remote != nil {
+		return s.sharedSetIn(channel, epoch, b)
+	}
+	return s.localSetIn(channel, epoch, b)
+}
+
+func (s *Store) localSetIn(channel string, epoch Epoch, b Binding) (bool, error) {
 	s.mu.Lock()
 	if s.resets[channel] != epoch {
 		s.mu.Unlock()
@@ -244,6 +282,13 @@ func (s *Store) Set(channel string, b Binding) error {
 	if b.SessionID == "" {
 		return errors.New("set session: empty session id")
 	}
+	if s.remote != nil {
+		return s.sharedSet(channel, b)
+	}
+	return s.localSet(channel, b)
+}
+
+func (s *Store) localSet(channel string, b Binding) error {
 	s.mu.Lock()
 	b.Persona = maps.Clone(b.Persona)
 	s.bindings[channel] = b
@@ -260,6 +305,13 @@ func (s *Store) Set(channel string, b Binding) error {
 // conversation with no binding left, and a new epoch begins, so a turn
 // still running in the old conversation cannot bind it again.
 func (s *Store) Delete(channel string) (bool, error) {
+	if s.remote != nil {
+		return s.sharedForget(channel, true)
+	}
+	return s.localDelete(channel)
+}
+
+func (s *Store) localDelete(channel string) (bool, error) {
 	s.mu.Lock()
 	s.resets[channel]++
 	_, had := s.bindings[channel]
@@ -277,6 +329,13 @@ func (s *Store) Delete(channel string) (bool, error) {
 // records no reset: the next session may be given the recent conversation.
 // Either way it begins a new epoch, as Delete does.
 func (s *Store) Drop(channel string) (bool, error) {
+	if s.remote != nil {
+		return s.sharedForget(channel, false)
+	}
+	return s.localDrop(channel)
+}
+
+func (s *Store) localDrop(channel string) (bool, error) {
 	s.mu.Lock()
 	s.resets[channel]++
 	if _, had := s.bindings[channel]; !had {
@@ -294,6 +353,9 @@ func (s *Store) Drop(channel string) (bool, error) {
 // (Delete), or the zero time if never: nothing said before it belongs to
 // the channel's current conversation.
 func (s *Store) ResetAt(channel string) time.Time {
+	if s.remote != nil {
+		s.refreshResetAt(channel)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.resetAt[channel]
@@ -301,6 +363,9 @@ func (s *Store) ResetAt(channel string) time.Time {
 
 // Channels lists the bound channel ids, sorted.
 func (s *Store) Channels() []string {
+	if s.remote != nil {
+		s.refreshChannels()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.bindings))
