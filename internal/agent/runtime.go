@@ -160,6 +160,17 @@ type SessionMover interface {
 	MoveSession(id, from, to string) error
 }
 
+// Transcripts carries the CLI's session files between machines, when
+// several workers run a channel's turns (NATS): a turn that resumes a
+// session restores them first where this machine lacks them (or has an
+// older copy), and a turn with a session saves them after. Restore's found
+// is false when no machine saved the session: the resume then fails as
+// stale and heals with a fresh session. See kvstate.Transcripts.
+type Transcripts interface {
+	Restore(ctx context.Context, backend, home, workDir, sessionID string) (found bool, err error)
+	Save(ctx context.Context, backend, home, workDir, sessionID string) error
+}
+
 // Workspace may give a prompt's turn a folder of its own instead of its
 // channel's project: a thread's git worktree (WORKTREES=on).
 type Workspace interface {
@@ -217,6 +228,10 @@ type Options struct {
 	// Workspace, if set, is asked where each prompt's turn runs
 	// (scheduled events keep the gateway's defaults).
 	Workspace Workspace
+	// Transcripts, if set, carries session files between machines;
+	// AgentHome is the HOME the CLIs run with, where they keep them.
+	Transcripts Transcripts
+	AgentHome   string
 	// ScheduledToolsAllowed answers the tool approvals of events nobody
 	// can be asked about (heartbeats, cron jobs, hooks, webhooks): allow
 	// when set, deny otherwise (SCHEDULED_TOOLS_POLICY).
@@ -915,6 +930,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 	}
 	if resume {
 		req.SessionID = binding.SessionID
+		r.restoreTranscript(ctx, binding, log)
 		r.moveSession(binding, workDir, log)
 	}
 	if ro, ok := r.out.(RunObserver); ok {
@@ -997,6 +1013,9 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 	if err == nil || res.SessionCostUSD > 0 {
 		bind(res.SessionID, res.SessionCostUSD)
 	}
+	if key != "" && res.SessionID != "" {
+		r.saveTranscript(ctx, res.SessionID, workDir, log)
+	}
 	return res, err
 }
 
@@ -1075,6 +1094,38 @@ func (r *Runtime) moveSession(b session.Binding, workDir string, log zerolog.Log
 		return
 	}
 	log.Info().Str("session", b.SessionID).Msg("session carried to the channel's new directory")
+}
+
+// restoreTranscript puts the files of b's session where the CLI finds
+// them, in the directory the session was last used in (moveSession then
+// carries them to a new one), when another machine ran it last. A failure
+// is only logged: the resume then fails as stale and a fresh session
+// starts.
+func (r *Runtime) restoreTranscript(ctx context.Context, b session.Binding, log zerolog.Logger) {
+	if r.opts.Transcripts == nil {
+		return
+	}
+	found, err := r.opts.Transcripts.Restore(ctx, r.backend.Name(), r.opts.AgentHome, firstNonEmpty(b.WorkDir, r.opts.ConfigDir), b.SessionID)
+	switch {
+	case errors.Is(err, backends.ErrNotMovable):
+	case err != nil:
+		log.Warn().Err(err).Str("session", b.SessionID).Msg("could not restore the session's files from the shared store; it may start afresh")
+	case !found:
+		log.Debug().Str("session", b.SessionID).Msg("no machine saved the session's files")
+	}
+}
+
+// saveTranscript stores the files of session id, run in workDir, for the
+// machine that runs the channel's next turn. It runs also when the turn
+// was stopped (the session goes on), and a failure is only logged.
+func (r *Runtime) saveTranscript(ctx context.Context, id, workDir string, log zerolog.Logger) {
+	if r.opts.Transcripts == nil {
+		return
+	}
+	err := r.opts.Transcripts.Save(context.WithoutCancel(ctx), r.backend.Name(), r.opts.AgentHome, workDir, id)
+	if err != nil && !errors.Is(err, backends.ErrNotMovable) {
+		log.Warn().Err(err).Str("session", id).Msg("could not save the session's files to the shared store; another machine cannot resume it")
+	}
 }
 
 // runSection is a section of the system prompt that depends on the event
