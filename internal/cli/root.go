@@ -127,6 +127,7 @@ queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
 	root.PersistentFlags().String("env-file", "", "read settings from this .env file (default: ./.env when present)")
 	root.AddCommand(
 		newRunCmd(io),
+		newWorkerCmd(io),
 		newChatCmd(io),
 		newDoctorCmd(io),
 		newInitCmd(io),

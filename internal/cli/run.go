@@ -28,6 +28,8 @@ type runOptions struct {
 	// notify tells systemd about start, stop and liveness; nil means the
 	// one $NOTIFY_SOCKET names, which is none outside systemd.
 	notify *sdnotify.Notifier
+	// worker runs `gateway worker` instead of `gateway run`.
+	worker bool
 }
 
 func newRunCmd(io streams) *cobra.Command {
@@ -36,6 +38,26 @@ func newRunCmd(io streams) *cobra.Command {
 		Use:   "run",
 		Short: "Run the gateway: connect to Discord and answer with the agent",
 		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.envFile, _ = cmd.Flags().GetString("env-file")
+			ctx, stop := untilInterrupt(cmd.Context(), io.interrupts)
+			defer stop()
+			return runRun(ctx, opts)
+		},
+	}
+}
+
+func newWorkerCmd(io streams) *cobra.Command {
+	opts := runOptions{io: io, worker: true}
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run turns for a gateway whose inbox is on NATS (NATS_URL), on this machine",
+		Long: `gateway worker runs the turns the inbox on NATS JetStream hands it, and posts
+their replies, cards, approvals and notices over Discord's REST API. It has no
+Discord gateway connection, no webhook listener and no scheduler: a gateway run
+takes the prompts. Configure it like gateway run (the same .env: the bot token,
+the model key, NATS_URL), with its own CONFIG_DIR and HOME.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			ctx, stop := untilInterrupt(cmd.Context(), io.interrupts)
@@ -57,7 +79,11 @@ func runRun(ctx context.Context, opts runOptions) error {
 	if cfg.RootRefusesBypass() {
 		fmt.Fprintln(opts.io.errOut, "gateway: "+cfg.RootBypassAdvice())
 	}
-	lock, err := lockConfigDir(cfg, "gateway run", log)
+	role := "gateway run"
+	if opts.worker {
+		role = "gateway worker"
+	}
+	lock, err := lockConfigDir(cfg, role, log)
 	if err != nil {
 		return err
 	}
@@ -90,6 +116,7 @@ func runRun(ctx context.Context, opts runOptions) error {
 	defer stopAfter()
 	err = gateway.Run(ctx, cfg, gateway.Options{
 		EnvFile: opts.envFile,
+		Worker:  opts.worker,
 		Ready: func() {
 			if err := notify.Ready(); err != nil {
 				log.Warn().Err(err).Msg("telling systemd the gateway is ready")

@@ -208,6 +208,9 @@ type Config struct {
 	// NATSPartitions is how many partitions the event stream has
 	// (NATS_PARTITIONS), fixed when the stream is made.
 	NATSPartitions int
+	// NATSAckWait is how long a worker may go silent before its event is
+	// handed to another (NATS_ACK_WAIT): the failover time after a crash.
+	NATSAckWait time.Duration
 	// ProviderEnv holds the model providers' variables (ANTHROPIC_*,
 	// OPENAI_*, GEMINI_*, GOOGLE_*, CLAUDE_CODE_*, OPENCODE_*, PI_*,
 	// IS_SANDBOX) found in the environment or .env, environment first.

@@ -114,6 +114,7 @@ func defaultConfig(t testing.TB) *Config {
 		WorktreeKeepDays:     7,
 		NATSReplicas:         1,
 		NATSPartitions:       256,
+		NATSAckWait:          time.Minute,
 	}
 }
 
@@ -420,7 +421,7 @@ func TestInvalidValues(t *testing.T) {
 		{EnvMaxQueueDepth, "-1", `MAX_QUEUE_DEPTH must be at least 1, got -1`},
 		{EnvMaxQueueDepth, "ten", `MAX_QUEUE_DEPTH: "ten" is not a whole number`},
 		{EnvMaxConcurrent, "2.5", `MAX_CONCURRENT_QUERIES: "2.5" is not a whole number`},
-		{EnvMaxConcurrent, "0", `MAX_CONCURRENT_QUERIES must be at least 1, got 0`},
+		{EnvMaxConcurrent, "0", `MAX_CONCURRENT_QUERIES is 0, so nothing would ever run: 0 means "take prompts only" on a gateway whose turns run on workers (NATS_URL); set it to 1 or more`},
 		{EnvMaxTurns, "99999999999999999999", `AGENT_MAX_TURNS: "99999999999999999999" is too large`},
 		{EnvMaxTurns, "-3", `AGENT_MAX_TURNS must be at least 1, got -3`},
 		{EnvUseCLILogin, "maybe", `AGENT_USE_CLI_LOGIN: "maybe" is not true or false`},
@@ -788,6 +789,7 @@ func TestRedacted(t *testing.T) {
 		"NATS_TOKEN=",
 		"NATS_REPLICAS=1",
 		"NATS_PARTITIONS=256",
+		"NATS_ACK_WAIT=1m0s",
 		"DISCORD_ACTIONS_CHANNELS=true",
 		"DISCORD_ACTIONS_MESSAGING=true",
 		"DISCORD_ACTIONS_GUILD=true",
@@ -1209,6 +1211,10 @@ var actionGenerators = func() []generator {
 		{EnvNATSPartitions, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 			n := 1 + r.IntN(maxPartitions)
 			return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.NATSPartitions = n }
+		}},
+		{EnvNATSAckWait, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+			d := time.Duration(3+r.IntN(600)) * time.Second
+			return d.String(), func(_ testing.TB, c *Config) { c.NATSAckWait = d }
 		}},
 	}
 	for _, cat := range actions.Categories {

@@ -81,6 +81,7 @@ var defaults = map[string]string{
 	EnvNATSReplicas:     "1",
 	// jsinbox's default: few lanes of a busy server share a partition.
 	EnvNATSPartitions: "256",
+	EnvNATSAckWait:    "60s",
 }
 
 func init() {

@@ -232,7 +232,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvMaxConcurrent},
 		Default: "`5`",
-		Meaning: "channels that may run at once (1 = fully sequential)",
+		Meaning: "channels that may run at once (1 = fully sequential). With `NATS_URL`, per process; `0` makes `gateway run` take prompts only and leave every turn to `gateway worker`s",
 	},
 	{
 		Names:   []string{EnvMaxQueueDepth},
@@ -333,6 +333,11 @@ var docs = []doc{
 		Names:   []string{EnvNATSPartitions},
 		Default: "`256`",
 		Meaning: "partitions of the event stream, fixed when it is made (changing it means letting every event finish and deleting the stream)",
+	},
+	{
+		Names:   []string{EnvNATSAckWait},
+		Default: "`60s`",
+		Meaning: "how long a process running a turn may stay silent (it reports progress every third of it) before its event is handed to another worker: the failover time after a crash. Fixed when the stream is made, like `NATS_PARTITIONS`",
 	},
 	{
 		Names:   []string{EnvLogLevel},

@@ -71,6 +71,7 @@ const (
 	EnvNATSToken         = "NATS_TOKEN"
 	EnvNATSReplicas      = "NATS_REPLICAS"
 	EnvNATSPartitions    = "NATS_PARTITIONS"
+	EnvNATSAckWait       = "NATS_ACK_WAIT"
 )
 
 // ActionsEnv is the name of a Discord action category's switch:
@@ -167,6 +168,7 @@ var keys = append([]string{
 	EnvNATSToken,
 	EnvNATSReplicas,
 	EnvNATSPartitions,
+	EnvNATSAckWait,
 }, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // natsSchemes are the URL schemes the NATS client connects with: plain,
@@ -95,6 +96,17 @@ func (p *parser) checkNATS(c *Config) {
 			"%s and %s are both set: the NATS server takes one of them; unset the other", EnvNATSCredsFile, EnvNATSToken))
 		p.bad[EnvNATSCredsFile] = true
 		c.NATSCredsFile = ""
+	}
+	if len(c.NATSURLs) == 0 && c.MaxConcurrent == 0 && !p.bad[EnvMaxConcurrent] {
+		p.problems = append(p.problems, varErrorf(EnvMaxConcurrent,
+			"%s is 0, so nothing would ever run: 0 means \"take prompts only\" on a gateway whose turns run on workers (%s); set it to 1 or more", EnvMaxConcurrent, EnvNATSURL))
+		p.bad[EnvMaxConcurrent] = true
+		c.MaxConcurrent, _ = strconv.Atoi(defaults[EnvMaxConcurrent])
+	}
+	if c.NATSAckWait > 0 && c.NATSAckWait < 3*time.Second {
+		p.problems = append(p.problems, varErrorf(EnvNATSAckWait, "%s: %s is under 3s; a worker reports progress every third of it, and a shorter wait hands turns that are still running to another worker", EnvNATSAckWait, c.NATSAckWait))
+		p.bad[EnvNATSAckWait] = true
+		c.NATSAckWait = time.Minute
 	}
 	if len(c.NATSURLs) == 0 && (c.NATSCredsFile != "" || c.NATSToken != "") && !p.bad[EnvNATSURL] {
 		p.problems = append(p.problems, varErrorf(EnvNATSURL,

@@ -69,6 +69,18 @@ func TestNATSSettings(t *testing.T) {
 			problems: map[string]string{EnvNATSPartitions: "more than 4096"},
 		},
 		{
+			name:     "no turns without workers",
+			env:      map[string]string{EnvMaxConcurrent: "0"},
+			want:     want{Replicas: 1, Partitions: 256},
+			problems: map[string]string{EnvMaxConcurrent: "nothing would ever run"},
+		},
+		{
+			name:     "an ack wait too short for progress reports",
+			env:      map[string]string{EnvNATSURL: "nats://a", EnvNATSAckWait: "1s"},
+			want:     want{URLs: []string{"nats://a"}, Replicas: 1, Partitions: 256},
+			problems: map[string]string{EnvNATSAckWait: "under 3s"},
+		},
+		{
 			name:     "creds and token",
 			env:      map[string]string{EnvNATSURL: "nats://a", EnvNATSCredsFile: creds, EnvNATSToken: "tok"},
 			want:     want{URLs: []string{"nats://a"}, Token: "tok", Replicas: 1, Partitions: 256},

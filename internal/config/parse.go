@@ -53,7 +53,7 @@ func (p *parser) parse() *Config {
 		PermissionMode:       field(p, EnvPermissionMode, parseChoice(permissionModes)),
 		QueryTimeout:         field(p, EnvQueryTimeoutMS, parseMillis),
 		ConfigDir:            field(p, EnvConfigDir, parseDir),
-		MaxConcurrent:        field(p, EnvMaxConcurrent, parseCount),
+		MaxConcurrent:        field(p, EnvMaxConcurrent, parseCountOrZero),
 		MaxQueueDepth:        field(p, EnvMaxQueueDepth, parseCount),
 		MaxChannelQueue:      field(p, EnvMaxChannelQueue, parseCount),
 		MaxReplyMessages:     field(p, EnvMaxReplyMessages, parseCount),
@@ -109,6 +109,7 @@ func (p *parser) parse() *Config {
 		NATSToken:            field(p, EnvNATSToken, parseString),
 		NATSReplicas:         field(p, EnvNATSReplicas, parseReplicas),
 		NATSPartitions:       field(p, EnvNATSPartitions, parsePartitions),
+		NATSAckWait:          field(p, EnvNATSAckWait, parseDuration),
 	}
 	for _, cat := range actions.Categories {
 		c.Actions.Categories[cat] = field(p, ActionsEnv(cat), parseBool)

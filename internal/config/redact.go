@@ -86,6 +86,7 @@ func (c Config) settings() []setting {
 		{EnvNATSToken, mask(c.NATSToken)},
 		{EnvNATSReplicas, strconv.Itoa(c.NATSReplicas)},
 		{EnvNATSPartitions, strconv.Itoa(c.NATSPartitions)},
+		{EnvNATSAckWait, c.NATSAckWait.String()},
 	}
 	for _, cat := range actions.Categories {
 		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})

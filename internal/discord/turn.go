@@ -574,7 +574,9 @@ func (b *Bot) dropWaiting(channel discord.ChannelID, by string) (running bool, p
 	return running, prompts
 }
 
-// droppedNotice tells the author of a waiting prompt that it was dropped.
+// DroppedNotice tells the author of a waiting prompt that it was dropped.
+const DroppedNotice = droppedNotice
+
 const droppedNotice = "Not answered: the work in this channel was stopped and the prompts waiting here were dropped. Send it again if you still need it."
 
 // onStopPress handles the card's Stop buttons.

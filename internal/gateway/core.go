@@ -59,6 +59,8 @@ type CoreOptions struct {
 	// (the inbox); StartID is its highest event id.
 	Journal queue.Journal
 	StartID uint64
+	// Elsewhere makes the journal's store the queue (queue.Options.Elsewhere).
+	Elsewhere bool
 	// Workspace, if set, picks where prompts' turns run (a thread's
 	// worktree).
 	Workspace agent.Workspace
@@ -256,9 +258,10 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 				opts.Left(e, fate)
 			}
 		},
-		Journal:  opts.Journal,
-		StartID:  opts.StartID,
-		Enqueued: opts.Enqueued,
+		Journal:   opts.Journal,
+		Elsewhere: opts.Elsewhere,
+		StartID:   opts.StartID,
+		Enqueued:  opts.Enqueued,
 	}, handle)
 	return &Core{Queue: q, Runtime: rt, Sessions: sessions, Backend: backend}, nil
 }

@@ -67,6 +67,9 @@ type harnessOptions struct {
 	// admin, if set, is told the admin server's address and hub
 	// (ADMIN_ADDR set in env).
 	admin func(addr string, hub *admin.Hub)
+	// worker starts a `gateway worker` (with fd set to the run node's
+	// fake Discord).
+	worker bool
 }
 
 func startGateway(t *testing.T, o harnessOptions) *harness {
@@ -157,6 +160,7 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 				}
 			},
 			AdminReady: o.admin,
+			Worker:     o.worker,
 		}, log)
 	}()
 	t.Cleanup(func() {

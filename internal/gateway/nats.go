@@ -127,6 +127,7 @@ func natsInboxOptions(cfg *config.Config) jsinbox.Options {
 		Replicas:   cfg.NATSReplicas,
 		MaxDepth:   cfg.MaxQueueDepth,
 		MaxPerLane: cfg.MaxChannelQueue,
+		AckWait:    cfg.NATSAckWait,
 	}
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
+	"github.com/agentgateway/gateway/internal/jsinbox"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -61,7 +63,14 @@ type Options struct {
 	// Signals replaces SIGINT and SIGTERM during the shutdown drain
 	// (tests): a value received there stops at once instead of waiting.
 	Signals <-chan os.Signal
+	// Worker makes the process a `gateway worker`: it runs the turns the
+	// inbox on NATS hands it and posts over Discord's REST API, with no
+	// Discord gateway connection, no webhook listener and no scheduler.
+	Worker bool
 }
+
+// errWorkerWithoutNATS is a worker's start error without NATS_URL.
+var errWorkerWithoutNATS = errors.New("gateway worker runs the turns of a gateway whose inbox is on NATS JetStream: set NATS_URL (the same as the gateway run's)")
 
 // Run is `gateway run`: it connects to Discord, takes prompts until ctx
 // ends (SIGTERM, SIGINT), then shuts down gracefully (R10): intake stops
@@ -72,11 +81,21 @@ type Options struct {
 func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logger) error {
 	// The inbox first: every event is stored there before it is
 	// acknowledged, and what a previous run left is taken up below.
+	if opts.Worker && len(cfg.NATSURLs) == 0 {
+		return errWorkerWithoutNATS
+	}
 	in, err := OpenInbox(ctx, cfg, log.With().Str("component", "inbox").Logger())
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	// With NATS the stream is the queue: this process runs what the
+	// stream hands it (cluster), and passes on what concerns turns that
+	// other processes run.
+	var cl *cluster
+	if n, ok := in.(*natsInbox); ok {
+		cl = &cluster{in: n, log: log.With().Str("component", "cluster").Logger()}
+	}
 	if dropped := in.Recovered(); dropped > 0 {
 		log.Warn().Int64("bytes", dropped).Msg("the inbox ended in a record torn by a crash: cut it off (at most one event the gateway had not yet acknowledged)")
 	}
@@ -87,7 +106,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	dopts := discordOptions(cfg, opts.Discord, in, durable)
 	// Bound once the runtime exists, before Discord is opened.
 	var steer func(queue.Event) bool
-	if cfg.Steer == config.SteerInject {
+	if cl != nil {
+		// A waiting prompt's turn runs wherever the stream hands it:
+		// neither steered into a turn here nor sent now.
+		dopts.Elsewhere, dopts.SendNow = cl, false
+	} else if cfg.Steer == config.SteerInject {
 		dopts.Steer = func(e queue.Event) bool { return steer != nil && steer(e) }
 	}
 	// With ADMIN_ADDR, what happens is reported for the metrics and the
@@ -195,6 +218,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		EnvFile:   opts.EnvFile,
 		Turns:     turnWatchers{gate, durable},
 		Journal:   durable,
+		Elsewhere: cl != nil,
 		StartID:   in.LastID(),
 		Prepare:   bot.PrepareThread,
 		OnStart: func(e queue.Event) {
@@ -218,6 +242,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Left: func(e queue.Event, fate queue.Fate) {
 			sched.Done(e.ID)
 			durable.left(e, fate)
+			if cl != nil {
+				cl.left(e, fate)
+			}
 			mon.Left(e, fate)
 		},
 	}, log)
@@ -274,7 +301,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// Bind the webhook port before connecting, so a port in use fails the
 	// start at once; requests are served once Discord is ready.
 	var hooksHTTP *webhookServer
-	if cfg.WebhookAddr != "" {
+	if cfg.WebhookAddr != "" && !opts.Worker {
 		var answered func(int)
 		if mon != nil {
 			answered = mon.WebhookAnswered
@@ -290,8 +317,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 
 	// What the previous run left: turns to run again go first in their
-	// lanes; deliveries and notices wait for Discord.
-	plan := planResume(in.Unfinished())
+	// lanes; deliveries and notices wait for Discord. On NATS the stream
+	// hands them out again instead, to whichever process is free.
+	var plan resumePlan
+	if cl == nil {
+		plan = planResume(in.Unfinished())
+	}
 	for _, e := range plan.rerun {
 		core.Queue.Restore(e)
 	}
@@ -303,6 +334,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	}
 	retry := &retrier{in: in, enqueue: core.Queue.Enqueue, approvers: cfg.ApproverIDs, log: log}
 	bot.HandleButtons(discord.RetryPrefix, retry.press)
+	res := &resumer{d: durable, notify: bot, deliver: bot.Resume, log: log}
+	if cl != nil {
+		cl.bot, cl.core, cl.res = bot, core, res
+		cl.disp = cl.in.Dispatcher(jsinbox.DispatchOptions{Slots: cfg.MaxConcurrent, OnError: func(err error) {
+			cl.log.Warn().Err(err).Msg("taking events from the stream")
+		}})
+	}
 
 	// The admin server answers from here on (/healthz at once; /readyz
 	// once Discord is connected) until everything else has stopped.
@@ -322,7 +360,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		connectTimeout = 60 * time.Second
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, connectTimeout)
-	err = bot.Open(openCtx, core.Queue, core.Sessions)
+	if opts.Worker {
+		err = bot.Attach(openCtx, core.Queue, core.Sessions)
+	} else {
+		err = bot.Open(openCtx, core.Queue, core.Sessions)
+	}
 	cancelOpen()
 	if err != nil {
 		turns.stop()
@@ -343,7 +385,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		pruneThreads(ctx, threadList, wts.holds, nil, log.With().Str("component", "threads").Logger())
 		return nil
 	})
-	bg.start("schedule", sched.Run)
+	if cl != nil {
+		bg.start("cluster", cl.serve)
+		if cfg.MaxConcurrent > 0 {
+			bg.start("dispatch", cl.dispatch)
+		}
+	}
+	if !opts.Worker {
+		bg.start("schedule", sched.Run)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -371,14 +421,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 			opts.WebhookReady(hooksHTTP.Addr())
 		}
 	}
-	res := &resumer{d: durable, notify: bot, deliver: bot.Resume, log: log}
 	bg.start("resume", func(ctx context.Context) error {
 		res.run(ctx, plan)
 		return nil
 	})
 
-	log.Info().Str("backend", core.Backend.Name()).Msg("gateway running")
-	if text := sched.Hook(schedule.HookStartup); text != "" {
+	log.Info().Str("backend", core.Backend.Name()).Bool("worker", opts.Worker).Msg("gateway running")
+	if text := sched.Hook(schedule.HookStartup); text != "" && !opts.Worker {
 		if _, err := core.Queue.Enqueue(lifecycleEvent(schedule.HookStartup, text, cfg.OutputChannelID)); err != nil {
 			log.Warn().Err(err).Msg("startup hook not queued")
 		}
@@ -387,9 +436,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		opts.Ready()
 	}
 
-	lost := bot.Wait(ctx)
+	var lost error
+	if opts.Worker {
+		<-ctx.Done()
+	} else {
+		lost = bot.Wait(ctx)
+	}
 	return shutdown{cfg: cfg, opts: opts, log: log, in: in, bot: bot, core: core, sched: sched,
-		webhooks: hooksHTTP, background: bg, turns: turns}.run(lost)
+		webhooks: hooksHTTP, background: bg, turns: turns, cluster: cl}.run(lost)
 }
 
 // openLedger opens the cost ledger; a write it cannot make later is

@@ -56,6 +56,8 @@ type shutdown struct {
 	webhooks   *webhookServer
 	background *background
 	turns      turns
+	// cluster is this process's part of a gateway on NATS; nil without.
+	cluster *cluster
 }
 
 // run stops the gateway after the Discord connection ended (lost, nil for
@@ -120,13 +122,18 @@ func (s shutdown) run(lost error) error {
 	}
 	s.turns.stop()
 	s.core.Runtime.Close()
-	if lost == nil {
+	if lost == nil && s.cluster == nil {
+		// On NATS other processes take up the waiting prompts.
 		tellRestarting(s.in, s.bot, s.log)
 	}
 	// Replies handed over but not yet taken by Discord get what is left of
 	// the shutdown's time; Close drops the rest, each logged.
 	if err := s.bot.Flush(drainCtx); err != nil {
 		s.log.Warn().Err(err).Int("replies", s.bot.Pending()).Msg("replies still waiting for Discord are dropped")
+	}
+	if s.cluster != nil && s.cluster.disp != nil {
+		// What did not finish here goes to another process at once.
+		s.cluster.disp.GiveBack()
 	}
 	if err := s.bot.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Debug().Err(err).Msg("closing the Discord connection")

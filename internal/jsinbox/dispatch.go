@@ -72,6 +72,9 @@ type Dispatcher struct {
 	partsHeld map[int]bool
 	consumers map[int]jetstream.Consumer
 	running   bool
+	// progressing is closed by GiveBack to stop the progress acks.
+	progressing chan struct{}
+	progressOn  bool
 }
 
 // holding is an event fetched and not yet acked or given back.
@@ -94,7 +97,8 @@ func (in *Inbox) Dispatcher(opts DispatchOptions) *Dispatcher {
 		opts.Scan = 2 * time.Second
 	}
 	d := &Dispatcher{in: in, opts: opts, rings: make(chan int, 1024), free: opts.Slots,
-		held: map[uint64]*holding{}, partsHeld: map[int]bool{}, consumers: map[int]jetstream.Consumer{}}
+		held: map[uint64]*holding{}, partsHeld: map[int]bool{}, consumers: map[int]jetstream.Consumer{},
+		progressing: make(chan struct{})}
 	in.mu.Lock()
 	in.dispatcher = d
 	in.mu.Unlock()
@@ -102,9 +106,10 @@ func (in *Inbox) Dispatcher(opts DispatchOptions) *Dispatcher {
 }
 
 // Run fetches events until ctx ends, handing each to take on this
-// goroutine (take must be quick: it queues the event). When it returns,
-// every event still held is given back to the server at once, so that
-// another worker takes it without waiting out its deadline.
+// goroutine (take must be quick: it queues the event). The events it
+// holds stay held when it returns, their deadlines pushed back, so that a
+// stopping process finishes its running turns: GiveBack then hands back
+// what is left.
 func (d *Dispatcher) Run(ctx context.Context, take func(Delivery)) error {
 	d.mu.Lock()
 	if d.running {
@@ -112,7 +117,16 @@ func (d *Dispatcher) Run(ctx context.Context, take func(Delivery)) error {
 		return errors.New("jsinbox: the dispatcher is running already")
 	}
 	d.running = true
+	if !d.progressOn {
+		d.progressOn = true
+		go d.progress(d.progressing)
+	}
 	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.running = false
+		d.mu.Unlock()
+	}()
 	sub, err := d.in.nc.Subscribe(ringPrefix+"*", func(m *nats.Msg) {
 		p, err := strconv.Atoi(strings.TrimPrefix(m.Subject, ringPrefix))
 		if err == nil {
@@ -123,12 +137,9 @@ func (d *Dispatcher) Run(ctx context.Context, take func(Delivery)) error {
 		return fmt.Errorf("subscribe to the partitions' rings: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	defer d.giveBackAll()
 
 	scan := time.NewTicker(d.opts.Scan)
 	defer scan.Stop()
-	progress := time.NewTicker(d.opts.Progress)
-	defer progress.Stop()
 	d.scan(ctx, take)
 	for {
 		select {
@@ -138,7 +149,19 @@ func (d *Dispatcher) Run(ctx context.Context, take func(Delivery)) error {
 			d.try(ctx, p, take)
 		case <-scan.C:
 			d.scan(ctx, take)
-		case <-progress.C:
+		}
+	}
+}
+
+// progress pushes back the held events' deadlines until GiveBack.
+func (d *Dispatcher) progress(stop <-chan struct{}) {
+	t := time.NewTicker(d.opts.Progress)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
 			d.inProgress()
 		}
 	}
@@ -336,14 +359,21 @@ func (d *Dispatcher) inProgress() {
 	}
 }
 
-// giveBackAll hands every held event back at once (Run's end).
-func (d *Dispatcher) giveBackAll() {
+// GiveBack hands every event still held back to the server at once, so
+// that another worker takes it without waiting out its deadline: the
+// last step of a stop, after the running turns had their time. Call it
+// after Run returned.
+func (d *Dispatcher) GiveBack() {
 	d.mu.Lock()
 	ids := make([]uint64, 0, len(d.held))
 	for id := range d.held {
 		ids = append(ids, id)
 	}
-	d.running = false
+	if d.progressOn {
+		d.progressOn = false
+		close(d.progressing)
+		d.progressing = make(chan struct{})
+	}
 	d.mu.Unlock()
 	for _, id := range ids {
 		d.Retry(id, 0)

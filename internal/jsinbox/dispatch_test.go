@@ -57,7 +57,7 @@ func startWorker(t *testing.T, name string, in *Inbox, slots int, l *ledger) *wo
 			l.taken <- d
 		})
 	}()
-	t.Cleanup(func() { cancel(); <-w.done })
+	t.Cleanup(func() { cancel(); <-w.done; w.d.GiveBack() })
 	return w
 }
 

@@ -605,15 +605,20 @@ func (in *Inbox) Finish(id uint64, s State) error {
 	}
 	ctx, cancel := in.ctx()
 	defer cancel()
+	in.mu.Lock()
+	d := in.dispatcher
+	in.mu.Unlock()
 	if err := in.change(ctx, id, "the end", func(r *record) bool {
 		r.State = s
 		return true
 	}); err != nil {
+		if errors.Is(err, ErrFenced) && d != nil {
+			// Handed out again elsewhere: this delivery is not ours to
+			// ack or give back any more.
+			d.take(id)
+		}
 		return err
 	}
-	in.mu.Lock()
-	d := in.dispatcher
-	in.mu.Unlock()
 	if d != nil {
 		// The event was handed out here: the ack takes it out of the
 		// stream and lets the partition hand out its next one.

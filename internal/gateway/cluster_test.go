@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/fakediscord"
+)
+
+// clusterEnv is the settings of one process of a gateway on NATS: a few
+// partitions, a short ack wait (the failover time).
+func clusterEnv(url string, extra ...string) map[string]string {
+	env := map[string]string{config.EnvNATSURL: url, config.EnvNATSPartitions: "8", config.EnvNATSAckWait: "3s"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	return env
+}
+
+// answeredBy answers every prompt with the process's name.
+func answeredBy(name string) func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+	return func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		if strings.Contains(req.Prompt, "hang") {
+			emit(backends.Event{Kind: backends.EventToolUse, Tool: &backends.ToolCall{ID: "t1", Name: "Read", Input: `{"file_path":"a.txt"}`}})
+			<-ctx.Done()
+			return backends.Result{}, ctx.Err()
+		}
+		return backends.Result{Text: name + ": " + lastLine(req.Prompt), SessionID: "s-" + name}, nil
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// With MAX_CONCURRENT_QUERIES=0 the run node only takes prompts: a worker
+// on its own CONFIG_DIR runs the turn, posts the answer over REST and
+// removes the ⏳ the run node placed, and the event leaves the stream.
+func TestAWorkerAnswersWhatTheRunNodeTakes(t *testing.T) {
+	srv := runNATS(t)
+	run := startGateway(t, harnessOptions{respond: answeredBy("run"),
+		env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0")})
+	startGateway(t, harnessOptions{fd: run.fd, worker: true, respond: answeredBy("worker"),
+		env: clusterEnv(srv.ClientURL())})
+	prompt := run.mention(run.channel, "hello there")
+	msgs := run.waitReplies(run.channel, 1)
+	if !strings.HasPrefix(msgs[0].Content, "worker: ") || !strings.Contains(msgs[0].Content, "hello there") {
+		t.Fatalf("reply = %q, want the worker's answer", msgs[0].Content)
+	}
+	run.fd.Wait(t, "the ⏳ removed", waitLong, func() bool {
+		return len(run.fd.Reactions(run.channel, prompt.ID)["⏳"]) == 0
+	})
+	js := jetStream(t, srv)
+	run.fd.Wait(t, "the stream empty", waitLong, func() bool {
+		st, err := js.Stream(context.Background(), "GATEWAY_EVENTS")
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
+// A turn running on a worker stops from the run node, which holds the
+// Discord connection, by the card's button, by 🛑 and by /claude-stop.
+func TestAStopReachesTheWorkerRunningTheTurn(t *testing.T) {
+	for _, how := range []string{"button", "reaction", "command"} {
+		t.Run(how, func(t *testing.T) {
+			srv := runNATS(t)
+			card := config.EnvTurnCard
+			run := startGateway(t, harnessOptions{respond: answeredBy("run"), cardEvery: 50 * time.Millisecond,
+				env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0", card, config.TurnCardReceipt)})
+			startGateway(t, harnessOptions{fd: run.fd, worker: true, respond: answeredBy("worker"), cardEvery: 50 * time.Millisecond,
+				env: clusterEnv(srv.ClientURL(), card, config.TurnCardReceipt)})
+			stranger := run.fd.User("mallory")
+			prompt := run.mention(run.channel, "hang please")
+			var cardMsg fakediscord.Message
+			run.fd.Wait(t, "the card with its Stop buttons", waitLong, func() bool {
+				var ok bool
+				cardMsg, ok = run.card(run.channel, prompt.ID)
+				m, _ := run.fd.Message(run.channel, cardMsg.ID)
+				return ok && len(m.Buttons()) == 2
+			})
+			cardMsg, _ = run.fd.Message(run.channel, cardMsg.ID)
+			refusal := run.fd.Press(run.channel, cardMsg.ID, stranger, cardMsg.Buttons()[0].ID, 0)
+			run.fd.Wait(t, "the refusal", waitLong, func() bool { return len(run.fd.Callbacks(refusal)) == 1 })
+			if cb := run.fd.Callbacks(refusal); cb[0] != 4 {
+				t.Fatalf("stranger's press answered with callback %v, want the worker's ephemeral notice", cb)
+			}
+			var stopCmd string
+			switch how {
+			case "button":
+				id := run.fd.Press(run.channel, cardMsg.ID, run.user, cardMsg.Buttons()[0].ID, 0)
+				run.fd.Wait(t, "the press answered", waitLong, func() bool { return len(run.fd.Callbacks(id)) == 1 })
+			case "reaction":
+				run.fd.React(run.channel, prompt.ID, run.user, "🛑")
+			case "command":
+				stopCmd = run.fd.Interact(run.channel, run.user, "claude-stop", nil)
+			}
+			run.fd.Wait(t, "the card to say stopped", waitLong, func() bool {
+				m, _ := run.fd.Message(run.channel, cardMsg.ID)
+				return strings.HasPrefix(m.Content, "🛑 Stopped")
+			})
+			if stopCmd != "" {
+				if got := run.answer(stopCmd); got != "Stopped the prompt that was running; nothing of it is still running." {
+					t.Errorf("/claude-stop answer = %q", got)
+				}
+			}
+			// The lane is free again: the next prompt is answered.
+			run.mention(run.channel, "next")
+			run.fd.Wait(t, "the next answer", waitLong, func() bool {
+				for _, m := range run.fd.BotMessages(run.channel) {
+					if strings.HasPrefix(m.Content, "worker: ") {
+						return true
+					}
+				}
+				return false
+			})
+		})
+	}
+}
