@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"time"
 
 	"github.com/agentgateway/gateway/internal/agentuser"
 	"github.com/agentgateway/gateway/internal/config"
@@ -58,16 +59,18 @@ func holdChecks(cfg *config.Config) []check {
 }
 
 // natsChecks looks at the inbox on NATS JetStream (NATS_URL): the
-// connection, the stream, its consumers and the buckets, changing nothing.
+// connection, the stream, its consumers and the buckets, and the gateway's
+// processes that send heartbeats there, changing nothing.
 func natsChecks(ctx context.Context, cfg *config.Config) []check {
 	err := gateway.CheckNATS(ctx, cfg)
 	switch {
 	case errors.Is(err, jsinbox.ErrNotSetUp):
-		return []check{{Name: "inbox", OK: true, Detail: "NATS JetStream: " + err.Error()}}
+		return append([]check{{Name: "inbox", OK: true, Detail: "NATS JetStream: " + err.Error()}}, workerChecks(ctx, cfg, time.Now())...)
 	case err != nil:
 		return []check{{Name: "inbox", Detail: err.Error(), need: "NATS JetStream at NATS_URL", runOnly: true}}
 	}
-	return []check{{Name: "inbox", OK: true, Detail: "NATS JetStream: the stream " + jsinbox.StreamName + ", its consumers and the buckets match the settings"}}
+	return append([]check{{Name: "inbox", OK: true, Detail: "NATS JetStream: the stream " + jsinbox.StreamName + ", its consumers and the buckets match the settings"}},
+		workerChecks(ctx, cfg, time.Now())...)
 }
 
 // inboxChecks describe the inbox: its size, the events waiting or running

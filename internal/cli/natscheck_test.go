@@ -24,7 +24,7 @@ func TestDoctorChecksTheNATSInbox(t *testing.T) {
 	ctx := context.Background()
 
 	got := inboxChecks(ctx, load(s.ClientURL()))
-	if len(got) != 1 || !got[0].OK || !strings.Contains(got[0].Detail, "not created yet") {
+	if len(got) == 0 || !got[0].OK || !strings.Contains(got[0].Detail, "not created yet") {
 		t.Errorf("checks on an empty server = %+v, want OK saying the first run creates the stream", got)
 	}
 	if again := inboxChecks(ctx, load(s.ClientURL())); again[0].Detail != got[0].Detail {
