@@ -574,6 +574,12 @@ func deniedNote(tools []string) string {
 
 // turn runs the agent once, or twice when a stale session has to be replaced.
 func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) Outcome {
+	if r.memory.IsShared() {
+		// What runs on other machines added is in this turn's prompt.
+		if err := r.memory.Refresh(); err != nil {
+			memoryProblem(log, err)
+		}
+	}
 	personaFiles, err := r.persona.Load(log)
 	if err != nil {
 		log.Error().Err(err).Msg("load persona")

@@ -38,6 +38,7 @@ run would.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the settings as JSON")
+	cmd.AddCommand(newConfigPushCmd(io))
 	return cmd
 }
 

@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,5 +129,89 @@ func TestAStopReachesTheWorkerRunningTheTurn(t *testing.T) {
 				return false
 			})
 		})
+	}
+}
+
+// recording answers as name and records the session each turn resumed
+// and the system prompt it was given.
+type recording struct {
+	mu       sync.Mutex
+	name     string
+	sessions []string
+	prompts  []string
+}
+
+func (r *recording) respond(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+	r.mu.Lock()
+	r.sessions = append(r.sessions, req.SessionID)
+	r.prompts = append(r.prompts, req.SystemPrompt)
+	r.mu.Unlock()
+	id := req.SessionID
+	if id == "" {
+		id = "s-" + r.name
+	}
+	return backends.Result{Text: r.name + ": " + lastLine(req.Prompt), SessionID: id}, nil
+}
+
+func (r *recording) turns() ([]string, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.sessions), slices.Clone(r.prompts)
+}
+
+// When the worker that ran a channel's conversation is gone, the next
+// prompt runs on another worker and resumes the same session; the
+// operator's persona, edited on the run node, reaches the workers'
+// prompts; a fact one worker's agent wrote to memory.md is in the other's.
+func TestAConversationMovesToAnotherWorker(t *testing.T) {
+	srv := runNATS(t)
+	run := startGateway(t, harnessOptions{respond: answeredBy("run"),
+		env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0")})
+	a := &recording{name: "a"}
+	wa := startGateway(t, harnessOptions{fd: run.fd, worker: true, respond: a.respond, env: clusterEnv(srv.ClientURL())})
+	run.mention(run.channel, "first")
+	if msgs := run.waitReplies(run.channel, 1); !strings.HasPrefix(msgs[0].Content, "a: ") {
+		t.Fatalf("first reply = %q, want worker a's", msgs[0].Content)
+	}
+	// The agent on worker a writes a fact.
+	if err := os.WriteFile(filepath.Join(wa.cfg.ConfigDir, "memory.md"), []byte("# Memory\n- the deploy key rotates on Mondays\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run.mention(run.channel, "second")
+	run.waitReplies(run.channel, 2)
+	if err := wa.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The operator edits the persona where the files are.
+	if err := os.WriteFile(filepath.Join(run.cfg.ConfigDir, "soul.md"), []byte("You are Ferdinand, the patient one.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	js := jetStream(t, srv)
+	run.fd.Wait(t, "the persona published", waitLong, func() bool {
+		kv, err := js.KeyValue(context.Background(), "gateway-persona")
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(context.Background(), "soul.md")
+		return err == nil && strings.Contains(string(e.Value()), "Ferdinand")
+	})
+	b := &recording{name: "b"}
+	startGateway(t, harnessOptions{fd: run.fd, worker: true, respond: b.respond, env: clusterEnv(srv.ClientURL())})
+	var prompt string
+	run.mention(run.channel, "third")
+	msgs := run.waitReplies(run.channel, 3)
+	if !strings.HasPrefix(msgs[2].Content, "b: ") {
+		t.Fatalf("third reply = %q, want worker b's", msgs[2].Content)
+	}
+	sessions, prompts := b.turns()
+	if len(sessions) != 1 || sessions[0] != "s-a" {
+		t.Fatalf("worker b resumed %q, want the session worker a started (s-a)", sessions)
+	}
+	prompt = prompts[0]
+	if !strings.Contains(prompt, "Ferdinand") {
+		t.Errorf("worker b's system prompt lacks the persona edited on the run node")
+	}
+	if !strings.Contains(prompt, "the deploy key rotates on Mondays") {
+		t.Errorf("worker b's system prompt lacks the fact worker a's agent wrote to memory.md")
 	}
 }

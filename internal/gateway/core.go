@@ -61,6 +61,9 @@ type CoreOptions struct {
 	StartID uint64
 	// Elsewhere makes the journal's store the queue (queue.Options.Elsewhere).
 	Elsewhere bool
+	// Shared, if set, is the state that follows a channel to any process
+	// of a gateway on NATS: sessions, settings, transcripts, memory.md.
+	Shared *sharedState
 	// Workspace, if set, picks where prompts' turns run (a thread's
 	// worktree).
 	Workspace agent.Workspace
@@ -192,6 +195,12 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 			log.Warn().Msg(warning)
 		}
 	}
+	if opts.Shared != nil {
+		slog := log.With().Str("component", "sessions").Logger()
+		sessions.Share(opts.Shared.sessions, func(err error) {
+			slog.Warn().Err(err).Msg("the shared session store on NATS; using this machine's copy")
+		})
+	}
 	backend := opts.Backend
 	if backend == nil {
 		var err error
@@ -219,6 +228,19 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		Workspace:             opts.Workspace,
 	}
 	aopts.Memory = persona.NewMemoryGuard(filepath.Join(cfg.ConfigDir, persona.MemoryFile))
+	if opts.Shared != nil {
+		aopts.Memory.Share(opts.Shared.memory)
+		aopts.Transcripts = opts.Shared.transcripts
+		runAs, err := RunAs(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if runAs != nil {
+			aopts.AgentHome = agentHome(&runAs.Credential, runAs.Home)
+		} else {
+			aopts.AgentHome = agentHome(nil, "")
+		}
+	}
 	if opts.Actions != nil {
 		opts.Actions.env.Memory = memoryActions{guard: aopts.Memory, path: filepath.Join(cfg.ConfigDir, persona.MemoryFile)}
 		opts.Actions.env.Models = channelModels{sessions: sessions, fallback: cfg.Model}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -93,8 +94,21 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// stream hands it (cluster), and passes on what concerns turns that
 	// other processes run.
 	var cl *cluster
+	var shared *sharedState
 	if n, ok := in.(*natsInbox); ok {
 		cl = &cluster{in: n, log: log.With().Str("component", "cluster").Logger()}
+		var agent *proc.Credential
+		if runAs, err := RunAs(cfg); err != nil {
+			return err
+		} else if runAs != nil {
+			agent = &runAs.Credential
+		}
+		if shared, err = openShared(ctx, cfg, n, opts.Worker, agent, log); err != nil {
+			return fmt.Errorf("the shared state on NATS JetStream: %w", err)
+		}
+		defer shared.close()
+		// Before the bootstrap: a worker's persona is the operator's.
+		shared.syncPersona(ctx, cfg.ConfigDir, log)
 	}
 	if dropped := in.Recovered(); dropped > 0 {
 		log.Warn().Int64("bytes", dropped).Msg("the inbox ended in a record torn by a crash: cut it off (at most one event the gateway had not yet acknowledged)")
@@ -219,8 +233,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		Turns:     turnWatchers{gate, durable},
 		Journal:   durable,
 		Elsewhere: cl != nil,
+		Shared:    shared,
 		StartID:   in.LastID(),
-		Prepare:   bot.PrepareThread,
+		Prepare: func(ctx context.Context, e queue.Event) queue.Event {
+			shared.syncPersona(ctx, cfg.ConfigDir, log) // read fresh per event, as on one machine
+			return bot.PrepareThread(ctx, e)
+		},
 		OnStart: func(e queue.Event) {
 			mon.Started(e)
 			durable.started(e)
@@ -400,6 +418,21 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	reloadEvery := opts.ReloadInterval
 	if reloadEvery <= 0 {
 		reloadEvery = 2 * time.Second
+	}
+	if shared != nil && shared.publisher != nil {
+		bg.start("persona", func(ctx context.Context) error {
+			// The real clock: a test's fake clock counts its timers.
+			t := time.NewTicker(reloadEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+					shared.syncPersona(ctx, cfg.ConfigDir, log)
+				}
+			}
+		})
 	}
 	bg.start("trim", func(ctx context.Context) error {
 		trimWhenIdle(ctx, finished.Load, 10*time.Second)

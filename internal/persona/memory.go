@@ -200,6 +200,13 @@ func (g *MemoryGuard) Share(shared SharedMemory) {
 	g.shared = shared
 }
 
+// IsShared reports whether memory.md is shared with other machines (Share).
+func (g *MemoryGuard) IsShared() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.shared != nil
+}
+
 // Refresh merges what runs left and then the shared copy into memory.md,
 // outside any run. Call it before reading the persona for a turn, so the
 // prompt already holds what runs on other machines added (Begin merges

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/kvpersona"
+	"github.com/agentgateway/gateway/internal/kvstate"
+	"github.com/agentgateway/gateway/internal/proc"
+)
+
+// sharedState is what follows a channel to whichever process runs its
+// next turn, on a gateway whose inbox is on NATS (docs/scale-out.md §4):
+// the session bindings and channel settings, the CLIs' session files,
+// memory.md, and the operator's persona files. Every process keeps its
+// own CONFIG_DIR as a local copy.
+type sharedState struct {
+	js          jetstream.JetStream
+	sessions    *kvstate.Sessions
+	transcripts *kvstate.Transcripts
+	memory      *kvpersona.Memory
+	persona     *kvpersona.Persona
+	// mirror writes the persona into a worker's CONFIG_DIR; nil on the
+	// node that has the files on disk.
+	mirror *kvpersona.Mirror
+	// publisher pushes that node's persona files when they change; nil
+	// on a worker.
+	publisher *kvpersona.Publisher
+}
+
+// openShared opens the buckets of the shared state. agent is AGENT_USER's
+// credential (nil without), given the restored session files. A worker
+// mirrors the persona; gateway run publishes its own.
+func openShared(ctx context.Context, cfg *config.Config, n *natsInbox, worker bool, agent *proc.Credential, log zerolog.Logger) (*sharedState, error) {
+	ctx, cancel := context.WithTimeout(ctx, natsOpenTimeout)
+	defer cancel()
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s := &sharedState{js: js}
+	o := kvstate.Options{Replicas: cfg.NATSReplicas}
+	if s.sessions, err = kvstate.OpenSessions(ctx, js, o); err != nil {
+		return nil, err
+	}
+	if s.transcripts, err = kvstate.OpenTranscripts(ctx, js, kvstate.TranscriptOptions{Options: o, Agent: agent}); err != nil {
+		return nil, err
+	}
+	if s.memory, err = kvpersona.OpenMemory(ctx, js, cfg.NATSReplicas, log.With().Str("component", "memory").Logger()); err != nil {
+		return nil, err
+	}
+	if s.persona, err = kvpersona.OpenPersona(ctx, js, cfg.NATSReplicas); err != nil {
+		return nil, err
+	}
+	if worker {
+		if s.mirror, err = s.persona.Mirror(ctx, log.With().Str("component", "persona").Logger()); err != nil {
+			return nil, err
+		}
+	} else {
+		s.publisher = s.persona.Publisher(cfg.ConfigDir)
+	}
+	return s, nil
+}
+
+// close stops the persona's mirror.
+func (s *sharedState) close() {
+	if s != nil && s.mirror != nil {
+		s.mirror.Close()
+	}
+}
+
+// syncPersona brings the operator's persona files into CONFIG_DIR (a
+// worker) or pushes CONFIG_DIR's to the bucket (gateway run); both cost
+// nothing when nothing changed.
+func (s *sharedState) syncPersona(ctx context.Context, dir string, log zerolog.Logger) {
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if s.mirror != nil {
+		changed, err := s.mirror.Sync(ctx, dir)
+		if err != nil {
+			log.Warn().Err(err).Msg("could not bring the persona files from NATS; this turn uses the copies in CONFIG_DIR")
+		} else if len(changed) > 0 {
+			log.Info().Strs("files", changed).Msg("persona files updated from NATS")
+		}
+		return
+	}
+	ch, err := s.publisher.Publish(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not publish the persona files to NATS; workers keep the copies they have")
+	} else if !ch.Empty() {
+		log.Info().Strs("written", ch.Written).Strs("deleted", ch.Deleted).Msg("persona files published to the workers")
+	}
+}
+
+// agentHome is the HOME the CLIs run with, where they keep their sessions.
+func agentHome(runAs *proc.Credential, home string) string {
+	if runAs != nil && home != "" {
+		return home
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return h
+}
