@@ -281,6 +281,9 @@ type Bot struct {
 	commands commands
 	// turns are the running events' cards, by event id (guarded by mu).
 	turns map[uint64]*turn
+	// adopted are the slash commands another process received that this
+	// one answered (Elsewhere): each is taken over once.
+	adopted map[string]time.Time
 	// approvals are the open tool approvals (with their own lock).
 	approvals approvals
 	// confirms are the destructive actions waiting for a person.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
 
@@ -133,3 +134,60 @@ func (b *Bot) unmarkWaiting(e queue.Event) {
 }
 
 func uintText(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// adoptInteraction takes over the slash command another process received
+// (e.Interaction), so that this process answers it as if it had: the
+// card, the answer and the notices go to the command's response. The
+// command's process responds to Discord first; the response is awaited
+// (polled for at most adoptWait) before anything edits it.
+func (b *Bot) adoptInteraction(e queue.Event) {
+	if e.Interaction == nil || !strings.HasPrefix(e.ReplyTo, "interaction:") {
+		return
+	}
+	app, err := discord.ParseSnowflake(e.Interaction.App)
+	if err != nil || !b.clock.Now().Before(e.Interaction.Expires) {
+		return
+	}
+	now := b.clock.Now()
+	b.mu.Lock()
+	for key, expires := range b.adopted {
+		if !now.Before(expires) {
+			delete(b.adopted, key)
+		}
+	}
+	if _, ok := b.interactions[e.ReplyTo]; ok || !b.adopted[e.ReplyTo].IsZero() {
+		b.mu.Unlock()
+		return
+	}
+	if b.adopted == nil {
+		b.adopted = map[string]time.Time{}
+	}
+	b.adopted[e.ReplyTo] = e.Interaction.Expires // once: after the answer it is gone for good
+	in := &interaction{app: discord.AppID(app), token: e.Interaction.Token, channel: parseChannel(e.ChannelID),
+		expires: e.Interaction.Expires, acked: make(chan struct{})}
+	if e.ReplyIn != "" {
+		in.channel = parseChannel(e.ReplyIn)
+	}
+	b.interactions[e.ReplyTo] = in
+	b.mu.Unlock()
+	go func() {
+		defer close(in.acked)
+		deadline := b.clock.Now().Add(adoptWait)
+		for {
+			if _, err := b.client(b.ctx).InteractionResponse(in.app, in.token); err == nil {
+				return
+			}
+			if !b.clock.Now().Before(deadline) {
+				return
+			}
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-b.clock.After(50 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// adoptWait bounds the wait for the command's process to respond.
+const adoptWait = 3 * time.Second

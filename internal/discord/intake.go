@@ -655,6 +655,10 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	if ev.GuildID.IsValid() {
 		e.GuildID = ev.GuildID.String()
 	}
+	if b.opts.Elsewhere != nil {
+		// Whichever process runs the turn answers the command.
+		e.Interaction = &queue.Interaction{App: ev.AppID.String(), Token: ev.Token, Expires: in.expires}
+	}
 	opens, missing := b.opensThread(ev.ChannelID, ev.GuildID)
 	if opens {
 		// Its own lane: the thread, its lane-to-be, has no id before the
@@ -665,7 +669,7 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	}
 	b.mu.Lock()
 	rcpt, err := b.intake.Enqueue(e)
-	if err == nil {
+	if err == nil && b.opts.Elsewhere == nil {
 		b.interactions[key] = in
 	}
 	b.mu.Unlock()

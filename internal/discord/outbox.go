@@ -78,6 +78,7 @@ func (b *Bot) client(ctx context.Context) *api.Client {
 // function is called or the reply is handed over. Slash commands show Discord's
 // own "thinking" state instead.
 func (b *Bot) Started(ctx context.Context, e queue.Event) (finished func()) {
+	b.adoptInteraction(e)
 	b.mu.Lock()
 	mk := b.marks[e.ID]
 	delete(b.marks, e.ID)

@@ -317,6 +317,7 @@ func (b *Bot) tellThreadFailed(ctx context.Context, e queue.Event, err error) {
 // thread of its own that begins with the prompt.
 func (b *Bot) prepareSlashThread(ctx context.Context, e queue.Event) queue.Event {
 	parent := parseChannel(e.ChannelID)
+	b.adoptInteraction(e)
 	in := b.takeInteraction(e.ReplyTo)
 	var starter discord.MessageID
 	if in != nil {

@@ -215,3 +215,34 @@ func TestAConversationMovesToAnotherWorker(t *testing.T) {
 		t.Errorf("worker b's system prompt lacks the fact worker a's agent wrote to memory.md")
 	}
 }
+
+// A /claude command taken by the run node is answered, as its response,
+// by the worker that runs the turn; with threads on, the thread opens on
+// that response.
+func TestAWorkerAnswersASlashCommand(t *testing.T) {
+	for _, threads := range []string{config.ThreadsOff, config.ThreadsAuto} {
+		t.Run("threads="+threads, func(t *testing.T) {
+			srv := runNATS(t)
+			run := startGateway(t, harnessOptions{respond: answeredBy("run"),
+				env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0", config.EnvThreads, threads)})
+			startGateway(t, harnessOptions{fd: run.fd, worker: true, respond: answeredBy("worker"),
+				env: clusterEnv(srv.ClientURL(), config.EnvThreads, threads)})
+			id := run.fd.Interact(run.channel, run.user, "claude", map[string]string{"prompt": "from a command"})
+			run.fd.Wait(t, "the worker's answer", waitLong, func() bool {
+				for _, a := range run.fd.Answers() {
+					if a.Interaction == id && strings.Contains(a.Content, "worker: from a command") {
+						return true
+					}
+				}
+				for _, ch := range run.fd.Threads(run.channel) {
+					for _, m := range run.fd.BotMessages(ch.ID) {
+						if strings.Contains(m.Content, "worker: from a command") {
+							return threads == config.ThreadsAuto && ch.ID != run.channel
+						}
+					}
+				}
+				return false
+			})
+		})
+	}
+}

@@ -73,10 +73,22 @@ type Event struct {
 	// (a reaction prompt), and may do no more than that run could. It is
 	// journalled with the event, so a restart keeps it.
 	Restricted bool `json:",omitempty"`
+	// Interaction lets another process answer the slash command that
+	// made the event (a gateway on NATS, where a worker runs the turn):
+	// Discord's interaction token, good for this interaction only and for
+	// 15 minutes. Nil on one machine. Never logged.
+	Interaction *Interaction `json:",omitempty"`
 	// Key identifies the source event (a Discord message or interaction
 	// id, a webhook delivery, a scheduled run), so that a durable journal
 	// can refuse the same source event twice. Empty: never de-duplicated.
 	Key string
+}
+
+// Interaction is what answering a Discord slash command takes.
+type Interaction struct {
+	App     string    `json:"app"`
+	Token   string    `json:"token"`
+	Expires time.Time `json:"expires"`
 }
 
 // Scheduled reports whether e runs with the restrictions of a scheduled
