@@ -131,12 +131,18 @@ func (l *Lease) take(ctx context.Context, name string, log zerolog.Logger) (held
 		return held{}, fmt.Errorf("lease value: %w", err)
 	}
 	// Watch before the first try, so a release after it is never missed.
+	// The watch lives as long as its context, which also bounds the
+	// request that sets it up: one lost as a server dies is never answered.
+	wctx, unwatch := context.WithCancel(ctx)
+	defer unwatch()
+	timeout := time.AfterFunc(l.renew, unwatch)
 	var released <-chan jetstream.KeyValueEntry
-	if w, err := l.kv.Watch(ctx, name, jetstream.UpdatesOnly()); err != nil {
-		log.Debug().Err(err).Msg("cannot watch the lease; trying to take it every renewal period")
-	} else {
+	w, err := l.kv.Watch(wctx, name, jetstream.UpdatesOnly())
+	if timeout.Stop() && err == nil {
 		defer func() { _ = w.Stop() }()
 		released = w.Updates()
+	} else {
+		log.Debug().Err(err).Msg("cannot watch the lease; trying to take it every renewal period")
 	}
 	warned := false
 	for {

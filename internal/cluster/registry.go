@@ -189,6 +189,7 @@ func (r *Registry) leave(ctx context.Context) {
 }
 
 // List returns the processes whose heartbeat has not lapsed, by name.
+// Give ctx a deadline: a request lost as a server dies is never answered.
 func (r *Registry) List(ctx context.Context) ([]Worker, error) {
 	return list(ctx, r.kv)
 }
@@ -217,10 +218,14 @@ func list(ctx context.Context, kv jetstream.KeyValue) ([]Worker, error) {
 	var bad []string
 	for {
 		var e jetstream.KeyValueEntry
+		ok := true
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("read bucket %s: %w", BucketWorkers, ctx.Err())
-		case e = <-w.Updates():
+		case e, ok = <-w.Updates():
+		}
+		if !ok {
+			return nil, fmt.Errorf("read bucket %s: the watch ended early", BucketWorkers)
 		}
 		if e == nil {
 			break // every entry there was when the watch began
