@@ -117,6 +117,7 @@ func runRun(ctx context.Context, opts runOptions) error {
 	err = gateway.Run(ctx, cfg, gateway.Options{
 		EnvFile: opts.envFile,
 		Worker:  opts.worker,
+		Version: version(),
 		Ready: func() {
 			if err := notify.Ready(); err != nil {
 				log.Warn().Err(err).Msg("telling systemd the gateway is ready")

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/internal/cluster"
+	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/inbox"
 	"github.com/agentgateway/gateway/internal/jsinbox"
@@ -25,6 +27,64 @@ const (
 	ctlReact = "gateway.ctl.react"
 )
 
+// scheduleLease names the lease whose holder fires heartbeats and cron
+// jobs.
+const scheduleLease = "scheduler"
+
+// clusterParts are the node's heartbeat entry and, on gateway run, the
+// lease of the schedule.
+type clusterParts struct {
+	registry *cluster.Registry
+	lease    *cluster.Lease
+}
+
+// start opens the node's heartbeat entry, listing the turns it runs, and
+// on gateway run the lease of the schedule.
+func (c *node) start(ctx context.Context, cfg *config.Config, shared *sharedState, opts Options, core *Core) (clusterParts, error) {
+	role := "run"
+	if opts.Worker {
+		role = "worker"
+	}
+	var p clusterParts
+	var err error
+	p.registry, err = cluster.OpenRegistry(ctx, shared.js, cluster.RegistryOptions{
+		Replicas: cfg.NATSReplicas,
+		Self:     cluster.Worker{Role: role, Version: opts.Version, Slots: cfg.MaxConcurrent},
+		Turns: func() []cluster.Turn {
+			var out []cluster.Turn
+			for _, e := range core.Queue.Current() {
+				out = append(out, cluster.Turn{Lane: e.Lane, Event: e.ID, Since: e.Time})
+			}
+			return out
+		},
+		Log: c.log,
+	})
+	if err != nil {
+		return p, fmt.Errorf("the gateway's processes on NATS: %w", err)
+	}
+	c.name = p.registry.Name()
+	c.log = c.log.With().Str("node", c.name).Logger()
+	if !opts.Worker {
+		p.lease, err = cluster.OpenLease(ctx, shared.js, cluster.LeaseOptions{Replicas: cfg.NATSReplicas, Holder: c.name, Log: c.log})
+		if err != nil {
+			return p, fmt.Errorf("the schedule's lease on NATS: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// finished reports whether an event the schedule enqueued has finished
+// on whichever process ran it.
+func (c *node) finished(id uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	en, err := c.in.Lookup(ctx, id)
+	if errors.Is(err, jsinbox.ErrUnknown) {
+		return true // no longer kept: long finished
+	}
+	return err == nil && en.State.Finished()
+}
+
 // stopWait bounds the wait for the process running a lane's turn to say
 // it stopped it.
 const stopWait = 3 * time.Second
@@ -32,14 +92,17 @@ const stopWait = 3 * time.Second
 // tagDropped is the nonce tag of the notice to a prompt a stop dropped.
 const tagDropped = "x"
 
-// cluster is this process's part in a gateway spread over several
+// node is this process's part in a gateway spread over several
 // processes (NATS_URL): it takes the events the stream hands it (the
 // dispatcher) and runs them in its own queue, and it passes presses and
 // stops to the process running the turn, or answers them for its own
 // turns. The same code serves `gateway run` and `gateway worker`.
-type cluster struct {
+type node struct {
 	in  *natsInbox
 	log zerolog.Logger
+	// name is this process's name among the gateway's processes (its
+	// heartbeat entry), once started.
+	name string
 
 	// Bound once the core and the bot exist, before Run.
 	bot  *discord.Bot
@@ -48,7 +111,7 @@ type cluster struct {
 	disp *jsinbox.Dispatcher
 }
 
-var _ discord.Elsewhere = (*cluster)(nil)
+var _ discord.Elsewhere = (*node)(nil)
 
 type stopRequest struct {
 	Lane string `json:"lane"`
@@ -63,7 +126,7 @@ type reactionNote struct {
 }
 
 // Press implements discord.Elsewhere.
-func (c *cluster) Press(ctx context.Context, p discord.Press) (discord.PressAnswer, bool) {
+func (c *node) Press(ctx context.Context, p discord.Press) (discord.PressAnswer, bool) {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return discord.PressAnswer{}, false
@@ -83,7 +146,7 @@ func (c *cluster) Press(ctx context.Context, p discord.Press) (discord.PressAnsw
 // Stop implements discord.Elsewhere: with all, the lane's events held in
 // the stream are marked first, so that whichever process is handed one
 // drops it.
-func (c *cluster) Stop(ctx context.Context, lane, user string, all bool) (running bool, dropped int) {
+func (c *node) Stop(ctx context.Context, lane, user string, all bool) (running bool, dropped int) {
 	ctx, cancel := context.WithTimeout(ctx, stopWait)
 	defer cancel()
 	held := 0
@@ -107,7 +170,7 @@ func (c *cluster) Stop(ctx context.Context, lane, user string, all bool) (runnin
 }
 
 // Reaction implements discord.Elsewhere.
-func (c *cluster) Reaction(_ context.Context, channel, message, user string) {
+func (c *node) Reaction(_ context.Context, channel, message, user string) {
 	data, _ := json.Marshal(reactionNote{Channel: channel, Message: message, User: user})
 	if err := c.in.nc.Publish(ctlReact, data); err != nil {
 		c.log.Debug().Err(err).Msg("could not pass a 🛑 on")
@@ -116,7 +179,7 @@ func (c *cluster) Reaction(_ context.Context, channel, message, user string) {
 
 // serve answers, until ctx ends, what other processes pass on about the
 // turns this one runs.
-func (c *cluster) serve(ctx context.Context) error {
+func (c *node) serve(ctx context.Context) error {
 	nc := c.in.nc
 	var subs []*nats.Subscription
 	defer func() {
@@ -171,7 +234,7 @@ func (c *cluster) serve(ctx context.Context) error {
 
 // dispatch takes events from the stream into this process's queue until
 // ctx ends; what it still holds then goes back to the stream at once.
-func (c *cluster) dispatch(ctx context.Context) error {
+func (c *node) dispatch(ctx context.Context) error {
 	return c.disp.Run(ctx, c.take)
 }
 
@@ -180,7 +243,7 @@ func (c *cluster) dispatch(ctx context.Context) error {
 // record shows what earlier deliveries did): run it, deliver its recorded
 // reply, offer a Retry for a turn cut off after a tool started, or report
 // it dead after three attempts. An event a stop marked is dropped.
-func (c *cluster) take(d jsinbox.Delivery) {
+func (c *node) take(d jsinbox.Delivery) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -228,7 +291,7 @@ func (c *cluster) take(d jsinbox.Delivery) {
 }
 
 // drop finishes an event a stop marked, telling its author.
-func (c *cluster) drop(ctx context.Context, e queue.Event) {
+func (c *node) drop(ctx context.Context, e queue.Event) {
 	if e.Kind == queue.KindMessage {
 		if err := c.bot.Notify(ctx, e, tagDropped, discord.DroppedNotice, false); err != nil {
 			c.log.Warn().Err(err).Uint64("event", e.ID).Msg("could not tell a dropped prompt's author")
@@ -242,7 +305,7 @@ func (c *cluster) drop(ctx context.Context, e queue.Event) {
 // left is told that an event left this process's queue: its slot is
 // free; one the queue dropped as it stopped goes back to the stream for
 // another process.
-func (c *cluster) left(e queue.Event, fate queue.Fate) {
+func (c *node) left(e queue.Event, fate queue.Fate) {
 	if fate == queue.Dropped {
 		c.disp.Retry(e.ID, 0)
 		return

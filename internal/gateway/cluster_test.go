@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/fakediscord"
@@ -244,5 +246,78 @@ func TestAWorkerAnswersASlashCommand(t *testing.T) {
 				return false
 			})
 		})
+	}
+}
+
+// Two gateway runs share one stream: the schedule fires on one of them
+// only (the lease), a heartbeat fires again once its previous event
+// finished on the worker, and a mention both receive is answered once.
+func TestTwoRunNodesOneScheduleOneAnswer(t *testing.T) {
+	srv := runNATS(t)
+	clock := clockwork.NewFakeClock()
+	heartbeat := map[string]string{"heartbeat.md": "## inbox\nInterval: 60\nInstruction: Check the inbox.\n"}
+	var first *harness
+	out := func(h *harness) map[string]string {
+		if first != nil {
+			h = first
+		}
+		return map[string]string{config.EnvOutputChannelID: h.channel.String()}
+	}
+	first = startGateway(t, harnessOptions{clock: clock, files: heartbeat, setup: out,
+		env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0")})
+	second := startGateway(t, harnessOptions{fd: first.fd, clock: clock, files: heartbeat, setup: out,
+		env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0")})
+	w := &recording{name: "w"}
+	startGateway(t, harnessOptions{fd: first.fd, worker: true, respond: w.respond, env: clusterEnv(srv.ClientURL())})
+
+	checks := func() int {
+		n := 0
+		for _, m := range first.fd.BotMessages(first.channel) {
+			if strings.Contains(m.Content, "Check the inbox.") {
+				n++
+			}
+		}
+		return n
+	}
+	advance(t, clock, 1, 60*time.Second)
+	first.fd.Wait(t, "the heartbeat answered", waitLong, func() bool { return checks() == 1 })
+	js := jetStream(t, srv)
+	first.fd.Wait(t, "the heartbeat's event finished", waitLong, func() bool {
+		st, err := js.Stream(context.Background(), "GATEWAY_EVENTS")
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+	advance(t, clock, 1, 60*time.Second)
+	first.fd.Wait(t, "the heartbeat answered again", waitLong, func() bool { return checks() == 2 })
+	// The lease holder fires every run; the other node fires none.
+	a := strings.Count(first.logs.String(), "scheduled event enqueued")
+	b := strings.Count(second.logs.String(), "scheduled event enqueued")
+	if min(a, b) != 0 || a+b != 2 {
+		t.Errorf("the run nodes fired the schedule %d and %d times: one node must fire it, every time", a, b)
+	}
+
+	first.mention(first.channel, "once please")
+	first.fd.Wait(t, "the answer", waitLong, func() bool {
+		for _, m := range first.fd.BotMessages(first.channel) {
+			if strings.Contains(m.Content, "once please") {
+				return true
+			}
+		}
+		return false
+	})
+	second.fd.Wait(t, "the other run node to see the mention", waitLong, func() bool {
+		return strings.Contains(second.logs.String(), "prompt accepted") || strings.Contains(second.logs.String(), "duplicate")
+	})
+	n := 0
+	for _, m := range first.fd.BotMessages(first.channel) {
+		if strings.Contains(m.Content, "once please") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the mention both run nodes received was answered %d times", n)
 	}
 }

@@ -64,6 +64,8 @@ type Options struct {
 	// Signals replaces SIGINT and SIGTERM during the shutdown drain
 	// (tests): a value received there stops at once instead of waiting.
 	Signals <-chan os.Signal
+	// Version is the gateway's version, shown in its heartbeat entry.
+	Version string
 	// Worker makes the process a `gateway worker`: it runs the turns the
 	// inbox on NATS hands it and posts over Discord's REST API, with no
 	// Discord gateway connection, no webhook listener and no scheduler.
@@ -93,10 +95,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	// With NATS the stream is the queue: this process runs what the
 	// stream hands it (cluster), and passes on what concerns turns that
 	// other processes run.
-	var cl *cluster
+	var cl *node
 	var shared *sharedState
 	if n, ok := in.(*natsInbox); ok {
-		cl = &cluster{in: n, log: log.With().Str("component", "cluster").Logger()}
+		cl = &node{in: n, log: log.With().Str("component", "cluster").Logger()}
 		var agent *proc.Credential
 		if runAs, err := RunAs(cfg); err != nil {
 			return err
@@ -290,12 +292,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	if wts != nil {
 		wts.register(bot, func(ch string) bool { _, running, _ := core.Queue.Lane(ch); return running }, dopts.UploadLimit)
 	}
-	sched, err = schedule.New(schedule.Options{
+	sopts := schedule.Options{
 		Enqueue:        core.Queue.Enqueue,
 		DefaultChannel: cfg.OutputChannelID,
 		Clock:          opts.Clock,
 		Log:            log,
-	})
+	}
+	if cl != nil {
+		sopts.Finished = cl.finished // the events run elsewhere
+	}
+	sched, err = schedule.New(sopts)
 	if err != nil {
 		return err
 	}
@@ -403,13 +409,24 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		pruneThreads(ctx, threadList, wts.holds, nil, log.With().Str("component", "threads").Logger())
 		return nil
 	})
-	if cl != nil {
+	switch {
+	case cl != nil:
+		parts, err := cl.start(ctx, cfg, shared, opts, core)
+		if err != nil {
+			return err
+		}
 		bg.start("cluster", cl.serve)
+		bg.start("heartbeat", parts.registry.Beat)
 		if cfg.MaxConcurrent > 0 {
 			bg.start("dispatch", cl.dispatch)
 		}
-	}
-	if !opts.Worker {
+		if !opts.Worker {
+			// One process of the gateway fires the schedule at a time.
+			bg.start("schedule", func(ctx context.Context) error {
+				return parts.lease.Run(ctx, scheduleLease, sched.Lead)
+			})
+		}
+	default:
 		bg.start("schedule", sched.Run)
 	}
 	hup := make(chan os.Signal, 1)

@@ -57,7 +57,7 @@ type shutdown struct {
 	background *background
 	turns      turns
 	// cluster is this process's part of a gateway on NATS; nil without.
-	cluster *cluster
+	cluster *node
 }
 
 // run stops the gateway after the Discord connection ended (lost, nil for

@@ -429,6 +429,20 @@ func (q *Queue) Waiting() []LaneWaiting {
 	return out
 }
 
+// Current returns the events running now, by lane.
+func (q *Queue) Current() []Event {
+	q.mu.Lock()
+	out := make([]Event, 0, q.running)
+	for _, l := range q.lanes {
+		if l.busy {
+			out = append(out, l.current)
+		}
+	}
+	q.mu.Unlock()
+	slices.SortFunc(out, func(a, b Event) int { return cmp.Compare(a.Lane, b.Lane) })
+	return out
+}
+
 // Running returns how many handlers are in flight.
 func (q *Queue) Running() int {
 	q.mu.Lock()

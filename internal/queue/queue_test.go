@@ -726,3 +726,22 @@ func TestElsewhereStoresWithoutRunning(t *testing.T) {
 		t.Fatalf("ran %d, want 100", got)
 	}
 }
+
+func TestCurrentListsTheRunningEvents(t *testing.T) {
+	r := newRecorder(false)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 2}, r.handle)
+	runQueue(t, q)
+	a, _ := q.Enqueue(Event{ChannelID: "b-lane"})
+	b, _ := q.Enqueue(Event{ChannelID: "a-lane"})
+	c, _ := q.Enqueue(Event{ChannelID: "a-lane"})
+	close(r.gate(c.Event.ID))
+	waitStarted(t, r)
+	waitStarted(t, r)
+	got := q.Current()
+	if len(got) != 2 || got[0].ID != b.Event.ID || got[1].ID != a.Event.ID {
+		t.Fatalf("Current = %+v, want the two running events by lane", got)
+	}
+	close(r.gate(a.Event.ID))
+	close(r.gate(b.Event.ID))
+	drain(t, q)
+}

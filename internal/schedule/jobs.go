@@ -61,7 +61,7 @@ func (s *Scheduler) TriggerHeartbeat(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: no heartbeat check %q", ErrNoCronJob, name)
 	}
-	if id, busy := s.busy[j.key]; busy {
+	if id, busy := s.stillBusy(j.key); busy {
 		return fmt.Errorf("heartbeat %q (event %d): %w", name, id, ErrBusy)
 	}
 	r, err := s.opts.Enqueue(j.event)

@@ -39,6 +39,11 @@ type Options struct {
 	// clockwork fake clock.
 	Clock clockwork.Clock
 	Log   zerolog.Logger
+	// Finished, if set, reports whether an event the scheduler enqueued
+	// has finished, for events that run on other processes (a gateway on
+	// NATS), whose Done never comes here: a heartbeat or cron job whose
+	// previous event is still unfinished is skipped, as with Done.
+	Finished func(id uint64) bool
 }
 
 // Scheduler runs heartbeats and cron jobs on gocron and holds the hooks and
@@ -123,6 +128,29 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
+// stillBusy returns the unfinished event of key, if any (s.mu held).
+func (s *Scheduler) stillBusy(key jobKey) (uint64, bool) {
+	id, ok := s.busy[key]
+	if ok && s.opts.Finished != nil && s.opts.Finished(id) {
+		delete(s.busy, key)
+		delete(s.inflight, id)
+		return 0, false
+	}
+	return id, ok
+}
+
+// Lead fires heartbeats and cron jobs until ctx ends, then stops them and
+// can be called again: the schedule of a gateway on several processes
+// runs on whichever holds the schedule's lease at the time.
+func (s *Scheduler) Lead(ctx context.Context) error {
+	s.cron.Start()
+	<-ctx.Done()
+	if err := s.cron.StopJobs(); err != nil {
+		return fmt.Errorf("stop the scheduled jobs: %w", err)
+	}
+	return nil
+}
+
 // Done tells the scheduler that the event with this id has finished, so
 // its heartbeat or cron job may fire again. Ids the scheduler did not
 // enqueue are ignored, so the queue may report every event.
@@ -173,7 +201,7 @@ func (s *Scheduler) Trigger(name string) error {
 	j := s.cronJob(*def)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id, ok := s.busy[j.key]; ok {
+	if id, ok := s.stillBusy(j.key); ok {
 		return fmt.Errorf("cron job %q (event %d): %w", name, id, ErrBusy)
 	}
 	r, err := s.opts.Enqueue(j.event)
@@ -224,7 +252,7 @@ func (s *Scheduler) fire(j *job) {
 		return // removed or replaced after the timer fired
 	}
 	log := s.log.With().Str(string(j.key.kind), j.key.name).Logger()
-	if id, ok := s.busy[j.key]; ok {
+	if id, ok := s.stillBusy(j.key); ok {
 		log.Info().Uint64("event", id).Msg(string(j.key.kind) + " skipped: its previous event has not finished")
 		return
 	}

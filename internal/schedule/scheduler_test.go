@@ -502,3 +502,59 @@ func TestTriggerRunsACronJobNowWithoutOverlap(t *testing.T) {
 		t.Errorf("Trigger(unknown) = %v, want ErrNoCronJob naming it", err)
 	}
 }
+
+// On a gateway spread over several processes the event runs elsewhere:
+// Done never comes, and Finished tells when the previous event is over.
+// Lead fires only while it runs, and can run again.
+func TestFinishedElsewhereAndLeadAgain(t *testing.T) {
+	t.Parallel()
+	clock := clockwork.NewFakeClockAt(epoch)
+	q := newFakeQueue()
+	logs := &logLines{wrote: make(chan struct{}, 1)}
+	var mu sync.Mutex
+	finished := map[uint64]bool{}
+	s, err := New(Options{Enqueue: q.Enqueue, DefaultChannel: "100", Location: time.UTC, Clock: clock,
+		Log: zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs)),
+		Finished: func(id uint64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return finished[id]
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{clock: clock, queue: q, logs: logs, sched: s}
+	if err := s.Apply(Config{Heartbeats: []Heartbeat{{Name: "inbox", Interval: time.Minute, Instruction: "Check."}}}); err != nil {
+		t.Fatal(err)
+	}
+	lead := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Lead(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Lead: %v", err)
+			}
+		}
+	}
+	stop := lead()
+	h.waitNext(t, queue.KindHeartbeat, "inbox", epoch.Add(time.Minute))
+	clock.Advance(time.Minute)
+	first := q.next(t)
+	h.waitNext(t, queue.KindHeartbeat, "inbox", epoch.Add(2*time.Minute))
+	clock.Advance(time.Minute)
+	logs.waitFor(t, "heartbeat skipped", 1)
+	mu.Lock()
+	finished[first.ID] = true
+	mu.Unlock()
+	h.waitNext(t, queue.KindHeartbeat, "inbox", epoch.Add(3*time.Minute))
+	clock.Advance(time.Minute)
+	if got := q.next(t); got.ID != first.ID+1 {
+		t.Fatalf("after the first finished elsewhere: event %d, want %d", got.ID, first.ID+1)
+	}
+	stop()
+	stop = lead()
+	defer stop()
+	h.waitNext(t, queue.KindHeartbeat, "inbox", epoch.Add(4*time.Minute))
+}
