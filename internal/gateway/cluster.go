@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/internal/card"
 	"github.com/agentgateway/gateway/internal/cluster"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/discord"
@@ -41,9 +43,9 @@ type clusterParts struct {
 // start opens the node's heartbeat entry, listing the turns it runs, and
 // on gateway run the lease of the schedule.
 func (c *node) start(ctx context.Context, cfg *config.Config, shared *sharedState, opts Options, core *Core) (clusterParts, error) {
-	role := "run"
+	role := cluster.RoleRun
 	if opts.Worker {
-		role = "worker"
+		role = cluster.RoleWorker
 	}
 	var p clusterParts
 	var err error
@@ -311,4 +313,54 @@ func (c *node) left(e queue.Event, fate queue.Fate) {
 		return
 	}
 	c.disp.Release(e.ID)
+}
+
+// nodeStatus answers /status on a gateway spread over several processes:
+// which process runs the channel's turn, how many wait in the stream, and
+// which processes there are.
+type nodeStatus struct {
+	in       *natsInbox
+	registry *cluster.Registry
+	now      func() time.Time
+}
+
+func (s *nodeStatus) status(lane string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var b strings.Builder
+	procs, err := s.registry.List(ctx)
+	if err != nil {
+		return "Running: unknown (the gateway's processes cannot be read from NATS right now)\n"
+	}
+	held, herr := s.in.LaneDepth(ctx, lane)
+	running := ""
+	var since time.Time
+	for _, p := range procs {
+		for _, t := range p.Turns {
+			if t.Lane == lane {
+				running, since = p.Name, t.Since
+			}
+		}
+	}
+	switch {
+	case running != "":
+		fmt.Fprintf(&b, "Running: a turn for %s on `%s`", card.Duration(s.now().Sub(since)), running)
+		held--
+	default:
+		b.WriteString("Running: nothing")
+	}
+	if herr == nil {
+		fmt.Fprintf(&b, " · waiting: %d", max(held, 0))
+	}
+	b.WriteString("\n")
+	var parts []string
+	for _, p := range procs {
+		if p.Role == cluster.RoleRun && p.Slots == 0 {
+			parts = append(parts, fmt.Sprintf("`%s` (takes prompts)", p.Name))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("`%s` (%s, %d of %d busy)", p.Name, p.Role, len(p.Turns), p.Slots))
+	}
+	fmt.Fprintf(&b, "Processes: %s\n", strings.Join(parts, ", "))
+	return b.String()
 }

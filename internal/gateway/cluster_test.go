@@ -321,3 +321,24 @@ func TestTwoRunNodesOneScheduleOneAnswer(t *testing.T) {
 		t.Errorf("the mention both run nodes received was answered %d times", n)
 	}
 }
+
+// /status on the run node says which process runs the channel's turn and
+// lists the gateway's processes.
+func TestStatusNamesTheProcessRunningTheTurn(t *testing.T) {
+	srv := runNATS(t)
+	run := startGateway(t, harnessOptions{respond: answeredBy("run"),
+		env: clusterEnv(srv.ClientURL(), config.EnvMaxConcurrent, "0")})
+	startGateway(t, harnessOptions{fd: run.fd, worker: true, respond: answeredBy("worker"), env: clusterEnv(srv.ClientURL())})
+	run.mention(run.channel, "hang on")
+	run.mention(run.channel, "and this")
+	var got string
+	run.fd.Wait(t, "/status to show the running turn", waitLong, func() bool {
+		got = run.answer(run.fd.Interact(run.channel, run.user, "status", nil))
+		return strings.Contains(got, "Running: a turn for")
+	})
+	for _, want := range []string{"on `", "waiting: 1", "(takes prompts)", "(worker, 1 of 5 busy)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/status lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -64,6 +64,9 @@ type controls struct {
 	threads *threads.Store
 	// warm reports the backend's warm processes (claude); nil for others.
 	warm  func() backends.WarmStats
+	// nodes tells what the gateway's processes run, on NATS; nil on one
+	// machine.
+	nodes *nodeStatus
 	bot   *discord.Bot
 	queue *queue.Queue
 	// cli is the backend, for the sessions it keeps on disk (/resume).
@@ -316,7 +319,9 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 	} else {
 		b.WriteString("Session: none yet; the next prompt starts one\n")
 	}
-	if c.queue != nil {
+	if c.nodes != nil {
+		b.WriteString(c.nodes.status(cmd.ChannelID))
+	} else if c.queue != nil {
 		running, ok, waiting := c.queue.Lane(cmd.ChannelID)
 		switch {
 		case ok:

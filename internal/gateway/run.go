@@ -359,7 +359,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	retry := &retrier{in: in, enqueue: core.Queue.Enqueue, approvers: cfg.ApproverIDs, log: log}
 	bot.HandleButtons(discord.RetryPrefix, retry.press)
 	res := &resumer{d: durable, notify: bot, deliver: bot.Resume, log: log}
+	var parts clusterParts
 	if cl != nil {
+		if parts, err = cl.start(ctx, cfg, shared, opts, core); err != nil {
+			return err
+		}
+		ctl.nodes = &nodeStatus{in: cl.in, registry: parts.registry, now: time.Now}
 		cl.bot, cl.core, cl.res = bot, core, res
 		cl.disp = cl.in.Dispatcher(jsinbox.DispatchOptions{Slots: cfg.MaxConcurrent, OnError: func(err error) {
 			cl.log.Warn().Err(err).Msg("taking events from the stream")
@@ -411,10 +416,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	})
 	switch {
 	case cl != nil:
-		parts, err := cl.start(ctx, cfg, shared, opts, core)
-		if err != nil {
-			return err
-		}
 		bg.start("cluster", cl.serve)
 		bg.start("heartbeat", parts.registry.Beat)
 		if cfg.MaxConcurrent > 0 {

@@ -34,6 +34,20 @@ func (in *Inbox) MarkStop(ctx context.Context, lane string) (held int, err error
 	return held, nil
 }
 
+// LaneDepth is how many of the lane's events the stream holds: the one
+// running, if any, and those waiting behind it.
+func (in *Inbox) LaneDepth(ctx context.Context, lane string) (int, error) {
+	info, err := in.stream.Info(ctx, jetstream.WithSubjectFilter(subject(lane, in.opts.Partitions)))
+	if err != nil {
+		return 0, fmt.Errorf("read the lane's events: %w", err)
+	}
+	n := 0
+	for _, c := range info.State.Subjects {
+		n += int(c)
+	}
+	return n, nil
+}
+
 // StopMark is the last event id a stop of the lane dropped; 0 when none.
 func (in *Inbox) StopMark(ctx context.Context, lane string) (uint64, error) {
 	kv, err := in.lanes.Get(ctx, stopKey(lane))
