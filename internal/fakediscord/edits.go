@@ -113,6 +113,9 @@ func (s *Server) botReactionLocked(c *channel, msg, emoji string, add bool) {
 		addReaction(m, emoji, s.Bot.ID)
 		return
 	}
+	if m.Reactions == nil {
+		return // removing a reaction that is not there is no error on Discord
+	}
 	m.Reactions[emoji] = slices.DeleteFunc(m.Reactions[emoji], func(u discord.UserID) bool { return u == s.Bot.ID })
 }
 

@@ -63,7 +63,7 @@ type controls struct {
 	// toward their channels.
 	threads *threads.Store
 	// warm reports the backend's warm processes (claude); nil for others.
-	warm  func() backends.WarmStats
+	warm func() backends.WarmStats
 	// nodes tells what the gateway's processes run, on NATS; nil on one
 	// machine.
 	nodes *nodeStatus
