@@ -89,6 +89,12 @@ type readiness struct {
 	inbox interface{ Err() error }
 }
 
+// restOnly stands for the Discord connection of a worker, which posts
+// over REST only: it is never down.
+type restOnly struct{}
+
+func (restOnly) Connected() bool { return true }
+
 func (r readiness) check() error {
 	switch {
 	case r.queue.Closed():

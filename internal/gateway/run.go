@@ -518,6 +518,9 @@ func openLedger(cfg *config.Config, log zerolog.Logger) (*cost.Ledger, error) {
 func serveAdmin(cfg *config.Config, opts Options, mon *admin.Monitor, bot *discord.Bot, core *Core, in Inbox,
 	ledger *cost.Ledger, sched *schedule.Scheduler, log zerolog.Logger) (func(), error) {
 	ready := readiness{bot: bot, queue: core.Queue, inbox: in}
+	if opts.Worker {
+		ready.bot = restOnly{} // a worker has no Discord connection to lose
+	}
 	adminHTTP, err := startAdmin(cfg, mon, ready.check, log.With().Str("component", "admin").Logger())
 	if err != nil {
 		return nil, err
