@@ -285,3 +285,17 @@ func TestDoctorOnlineLiveAndAll(t *testing.T) {
 		t.Error("doctor printed a secret")
 	}
 }
+
+func TestWorkerWithoutNATSIsAConfigError(t *testing.T) {
+	dir := t.TempDir()
+	env := filepath.Join(dir, ".env")
+	os.WriteFile(env, []byte("DISCORD_BOT_TOKEN=a.b.c\nANTHROPIC_API_KEY=k\nCONFIG_DIR="+filepath.Join(dir, "config")+"\n"), 0o600)
+	for _, name := range []string{"DISCORD_BOT_TOKEN", "ANTHROPIC_API_KEY", "CONFIG_DIR", "NATS_URL"} {
+		t.Setenv(name, "")
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"worker", "--env-file", env}, streams{in: strings.NewReader(""), out: &out, errOut: &errOut})
+	if code != exitConfig || !strings.Contains(errOut.String(), "set NATS_URL") {
+		t.Errorf("exit code = %d, stderr %q; want %d and the advice to set NATS_URL", code, errOut.String(), exitConfig)
+	}
+}

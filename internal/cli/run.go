@@ -72,6 +72,9 @@ func runRun(ctx context.Context, opts runOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.worker && len(cfg.NATSURLs) == 0 {
+		return &configError{errors.New("gateway worker runs the turns of a gateway whose inbox is on NATS JetStream: set NATS_URL (the same as the gateway run's)")}
+	}
 	log := newLogger(cfg, opts.io.errOut, configLevel(cfg))
 	for _, w := range startWarnings(cfg, true) {
 		log.Warn().Msg(w)

@@ -312,7 +312,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvNATSURL},
 		Default: "unset (the embedded inbox)",
-		Meaning: "keeps every event and what became of it in NATS JetStream instead of `inbox.log` in `CONFIG_DIR` (see `docs/scale-out.md`): comma-separated `nats://`, `tls://` (TLS), `ws://` or `wss://` URLs of one server or a cluster; the stream and buckets are created when missing, and a start with settings that differ from theirs stops with the difference. The gateway still runs its turns itself",
+		Meaning: "keeps every event and what became of it in NATS JetStream instead of `inbox.log` in `CONFIG_DIR` (see `docs/scale-out.md`): comma-separated `nats://`, `tls://` (TLS), `ws://` or `wss://` URLs of one server or a cluster; the stream and buckets are created when missing, and a start with settings that differ from theirs stops with the difference. Lets `gateway worker`s on other machines run the turns (\"Several machines\")",
 	},
 	{
 		Names:   []string{EnvNATSCredsFile},
