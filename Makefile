@@ -22,11 +22,11 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: help build run chat release test lint fuzz conformance chaos clis bench footprint soak clean browser
+.PHONY: help build run chat release test lint fuzz conformance chaos chaos-cluster clis bench footprint soak clean browser
 .DEFAULT_GOAL := build
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 build: ## build bin/gateway: static (CGO_ENABLED=0), stripped, with the version
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
@@ -87,7 +87,10 @@ conformance: clis ## every agent CLI against the fake model APIs, and gateway ru
 	$(CLI_ENV) $(GO) test -race -count=1 -timeout 20m -tags conformance -run Conformance -v ./internal/conformance/... 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; exit $${PIPESTATUS[0]}
 
 chaos: ## kill -9 the built gateway at random moments (CHAOS_KILLS, default 12; CHAOS_THREADS=1 for a thread per prompt, CHAOS_NATS=1 for the inbox on NATS JetStream); every prompt answered exactly once
-	$(GO) test -count=1 -timeout 30m -tags chaos -run Chaos -v ./internal/chaos/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)\|^ *{'; exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -timeout 30m -tags chaos -run '^TestChaos$$' -v ./internal/chaos/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)\|^ *{'; exit $${PIPESTATUS[0]}
+
+chaos-cluster: ## the same across processes: a real nats-server, gateway run and two gateway workers, each kill -9'd at random moments (CHAOS_KILLS, default 12; CHAOS_RUN_TURNS=0 for an intake-only run node); every prompt answered exactly once, in order, and conversations resume on other workers
+	$(GO) test -count=1 -timeout 30m -tags chaos -run '^TestChaosCluster$$' -v ./internal/chaos/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)\|^ *{'; exit $${PIPESTATUS[0]}
 
 bench: ## measure footprint and speed; writes BENCHMARKS.md (a few minutes)
 	$(GO) run ./cmd/bench -out BENCHMARKS.md
