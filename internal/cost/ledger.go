@@ -17,6 +17,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/agentgateway/gateway/internal/kvlog"
 )
 
 // FileName is the ledger's file inside CONFIG_DIR.
@@ -50,7 +52,17 @@ type Entry struct {
 type record struct {
 	*Entry
 	Lift *lift `json:"lift,omitempty"`
+	// N is this process's number of a record it shared (see Share).
+	N uint64 `json:"n,omitempty"`
+	// Seq and Origin are set on a record applied from another process:
+	// its stream sequence and that process's id.
+	Seq    uint64 `json:"seq,omitempty"`
+	Origin string `json:"origin,omitempty"`
 }
+
+// shared is a record as it is published: without its place in this
+// file.
+func (r record) shared() record { return record{Entry: r.Entry, Lift: r.Lift} }
 
 type lift struct {
 	Day     string `json:"day"`
@@ -119,6 +131,13 @@ type Ledger struct {
 	flushed chan struct{}
 	onError func(error)
 	closed  bool
+	// sharer publishes what is recorded here (nil: not shared); toShare
+	// are the records written with pending, handed to it once written.
+	sharer  Sharer
+	toShare []kvlog.Record
+	// position is the stream sequence of the last record applied from
+	// another process.
+	position uint64
 
 	wake chan struct{}
 	done chan struct{}
@@ -186,6 +205,7 @@ func (l *Ledger) load() error {
 			l.skipped++
 			continue
 		}
+		l.position = max(l.position, r.Seq)
 		switch {
 		case r.Lift != nil:
 			l.lifts[r.Lift.Day+"/"+r.Lift.Channel] = true
@@ -268,8 +288,28 @@ func (l *Ledger) forget(now time.Time) {
 	}
 }
 
-// queueLocked hands a record to the writer; mu must be held.
+// queueLocked hands a record of this process to the writer, numbered
+// and shared in the shared mode; mu must be held.
 func (l *Ledger) queueLocked(r record) error {
+	if l.sharer == nil || l.closed {
+		return l.writeLocked(r)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode a ledger entry: %w", err)
+	}
+	r.N = l.sharer.Next()
+	share := kvlog.Record{N: r.N, Data: data}
+	if l.path == "" {
+		l.sharer.Publish(share)
+		return nil
+	}
+	l.toShare = append(l.toShare, share)
+	return l.writeLocked(r)
+}
+
+// writeLocked hands a record to the writer; mu must be held.
+func (l *Ledger) writeLocked(r record) error {
 	if l.path == "" || l.closed {
 		return nil
 	}
@@ -292,14 +332,19 @@ func (l *Ledger) write() {
 	for {
 		_, open := <-l.wake
 		l.mu.Lock()
-		batch, flushed := l.pending, l.flushed
-		l.pending, l.flushed = nil, make(chan struct{})
+		batch, flushed, share, sharer := l.pending, l.flushed, l.toShare, l.sharer
+		l.pending, l.flushed, l.toShare = nil, make(chan struct{}), nil
 		report := l.onError
 		l.mu.Unlock()
 		if len(batch) > 0 {
 			if err := l.appendBatch(batch); err != nil && report != nil {
 				report(err)
 			}
+		}
+		// Shared once written (or failed: the totals here count it, so the
+		// other processes should too).
+		for _, r := range share {
+			sharer.Publish(r)
 		}
 		close(flushed)
 		if !open {
