@@ -80,6 +80,10 @@ type Entry struct {
 	Attachments []string `json:"attachments,omitempty"`
 	// Files are the names of the files sent with the reply.
 	Files []string `json:"files,omitempty"`
+	// Origin and N name an exchange another process of a gateway on NATS
+	// recorded (see Share): that process's id and its number for it.
+	Origin string `json:"origin,omitempty"`
+	N      uint64 `json:"n,omitempty"`
 }
 
 // clone copies e deeply enough that neither copy's change shows in the
@@ -136,6 +140,8 @@ type Archive struct {
 	lastPrune string              // the day Append last pruned, in loc
 
 	pruneMu sync.Mutex // one Prune at a time
+
+	share shared // the shared mode
 }
 
 // channel is one channel's directory.
@@ -209,6 +215,9 @@ func (a *Archive) channel(name string) *channel {
 // channel's recent exchanges and, once a day, prunes old day files (a
 // failure of which is logged, not returned). An error means the entry
 // may be missing from the day file or recent.json; it is wrapped.
+//
+// In the shared mode (Share) the entry is then numbered, kept in the
+// journal and handed to the other processes.
 func (a *Archive) Append(e Entry) error {
 	name, err := dirName(e.ChannelID)
 	if err != nil {
@@ -221,14 +230,29 @@ func (a *Archive) Append(e Entry) error {
 	if math.IsNaN(e.CostUSD) || math.IsInf(e.CostUSD, 0) {
 		e.CostUSD = 0 // JSON has no such numbers
 	}
+	err = a.write(name, e, false)
+	a.publish(e)
+	a.maybePrune()
+	return err
+}
 
+// write appends e to its day file and to the channel's recent exchanges:
+// at the end, or in time order for an exchange of another process, which
+// may arrive after a later one recorded here. One of another process
+// already among the recent ones (a restart after its write and before its
+// journal line) is not written again.
+func (a *Archive) write(name string, e Entry, inOrder bool) error {
 	ch := a.channel(name)
 	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if e.Origin != "" && a.keep > 0 {
+		a.load(ch, name)
+		if slices.ContainsFunc(ch.recent, func(r Entry) bool { return r.Origin == e.Origin && r.N == e.N }) {
+			return nil
+		}
+	}
 	dayErr := a.appendDay(name, e)
-	recentErr := a.remember(ch, name, e)
-	ch.mu.Unlock()
-
-	a.maybePrune()
+	recentErr := a.remember(ch, name, e, inOrder)
 	return errors.Join(dayErr, recentErr)
 }
 
@@ -298,7 +322,7 @@ func syncDir(dir string) {
 
 // remember adds e to the channel's recent exchanges and rewrites its
 // recent.json; ch.mu must be held.
-func (a *Archive) remember(ch *channel, name string, e Entry) error {
+func (a *Archive) remember(ch *channel, name string, e Entry, inOrder bool) error {
 	if a.keep == 0 {
 		return nil
 	}
@@ -309,7 +333,13 @@ func (a *Archive) remember(ch *channel, name string, e Entry) error {
 		return fmt.Errorf("remember an exchange: %w", err)
 	}
 	a.load(ch, name)
-	ch.recent = append(ch.recent, e)
+	at := len(ch.recent)
+	if inOrder {
+		for at > 0 && ch.recent[at-1].Time.After(e.Time) {
+			at--
+		}
+	}
+	ch.recent = slices.Insert(ch.recent, at, e)
 	if n := len(ch.recent) - a.keep; n > 0 {
 		ch.recent = slices.Delete(ch.recent, 0, n)
 	}

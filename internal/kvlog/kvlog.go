@@ -77,7 +77,8 @@ type Local interface {
 	Apply(m Message) error
 	// Own lists this process's records numbered above after, oldest first,
 	// at most limit of them (0: all): what was recorded but may not be in
-	// the stream.
+	// the stream. The stream holds after and every record before it, so
+	// the copy may forget those.
 	Own(after uint64, limit int) ([]Record, error)
 }
 
@@ -520,24 +521,24 @@ func (l *Log) followLoop(ctx context.Context) {
 	wait := l.o.Retry
 	warned := false
 	for ctx.Err() == nil {
-		err := l.follow(ctx)
+		read, err := l.follow(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if read {
+			wait, warned = l.o.Retry, false
 		}
 		if !warned {
 			warned = true
 			l.log.Warn().Err(err).Msg("cannot read the other processes' records from NATS; this process's copy is behind until it can")
 		}
 		wait = l.backoff(ctx, wait)
-		if err == nil {
-			wait, warned = l.o.Retry, false
-		}
 	}
 }
 
-// follow reads the stream from the position until it fails; it returns
-// nil after reading at least one message, so the next failure is told.
-func (l *Log) follow(ctx context.Context) error {
+// follow reads the stream from the position until it fails; read says
+// whether it got anywhere.
+func (l *Log) follow(ctx context.Context) (read bool, err error) {
 	from := l.Position() + 1
 	c, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{l.o.Subject + ".*"},
@@ -545,21 +546,17 @@ func (l *Log) follow(ctx context.Context) error {
 		OptStartSeq:    from,
 	})
 	if err != nil {
-		return fmt.Errorf("follow %s: %w", l.o.Stream, err)
+		return false, fmt.Errorf("follow %s: %w", l.o.Stream, err)
 	}
 	it, err := c.Messages()
 	if err != nil {
-		return fmt.Errorf("follow %s: %w", l.o.Stream, err)
+		return false, fmt.Errorf("follow %s: %w", l.o.Stream, err)
 	}
 	defer it.Stop()
-	read := false
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			if read {
-				return nil
-			}
-			return fmt.Errorf("follow %s: %w", l.o.Stream, err)
+			return read, fmt.Errorf("follow %s: %w", l.o.Stream, err)
 		}
 		read = true
 		l.handle(msg)
