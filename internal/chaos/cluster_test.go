@@ -195,7 +195,11 @@ func TestChaosCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		owners = append(owners, gateway.Owner(&config.Config{ConfigDir: configDir}))
-		env := append(slices.Clone(base), "CONFIG_DIR="+configDir, "HOME="+filepath.Join(work, "home-"+name))
+		home := filepath.Join(work, "home-"+name)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		env := append(slices.Clone(base), "CONFIG_DIR="+configDir, "HOME="+home)
 		return &gwProc{name: name, argv: []string{bin, role}, env: append(env, extra...), dir: work}
 	}
 	run := node("run", "run", "MAX_CONCURRENT_QUERIES="+runSlots)
@@ -630,12 +634,11 @@ func (o *clusterResult) conversations(all []answer) {
 		case a.prev == "missing":
 			o.missingTranscript++
 			o.details = append(o.details, fmt.Sprintf("%s resumed %s on %s without its transcript (begun on %s)", a.tokens, a.sid, a.host, s.host))
-		case a.prev == joined:
-			// A turn run again after a kill: its transcript has the
-			// attempt whose answer never reached Discord.
-		case a.prev != s.last:
+		case a.prev != s.last && s.tokens[a.prev]:
 			// The transcript ends with a turn before the last answered
-			// one, or with a turn whose answer never reached Discord.
+			// one: the model lost a turn the user saw answered. (One
+			// ending with a turn whose answer never reached Discord, cut
+			// by a kill, is what claude would have too.)
 			o.behindTranscript++
 			o.details = append(o.details, fmt.Sprintf("%s resumed %s on %s: its transcript ends at %s, the last answer was %s", a.tokens, a.sid, a.host, a.prev, s.last))
 		}
