@@ -3,6 +3,7 @@ package cost
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
@@ -356,4 +357,29 @@ func TestSharedTotalsAreTheSumOfAllRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzApply feeds another process's record as raw bytes: it is applied
+// or refused, and the totals never turn negative or not a number.
+func FuzzApply(f *testing.F) {
+	f.Add([]byte(`{"time":"2026-11-25T10:00:00Z","channel":"c","kind":"message","cost_usd":1.5,"duration_ns":0,"outcome":"ok"}`))
+	f.Add([]byte(`{"lift":{"day":"2026-11-25","channel":"c","by":"op"}}`))
+	f.Add([]byte(`{"time":"2026-11-25T10:00:00Z","cost_usd":-1}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := Open("", time.UTC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Apply(kvlog.Message{Seq: 1, Origin: "o", N: 1, Data: data})
+		if got := l.Position(); (err == nil) != (got == 1) {
+			t.Errorf("Apply = %v and position %d: a refused record must not move it", err, got)
+		}
+		for _, d := range l.days {
+			if d.all.USD < 0 || math.IsNaN(d.all.USD) || math.IsInf(d.all.USD, 0) {
+				t.Errorf("totals %v after applying %q", d.all.USD, data)
+			}
+		}
+	})
 }
