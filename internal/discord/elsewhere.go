@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,6 +29,11 @@ type Elsewhere interface {
 	// Reaction passes on a 🛑 on message in channel by user.
 	Reaction(ctx context.Context, channel, message, user string)
 }
+
+// ErrTakenOver is what DeliveryLog.Replied returns (wrapped) when another
+// process took the event over (its deadline passed while this one was
+// cut off from NATS): that process answers it, and this one posts nothing.
+var ErrTakenOver = errors.New("another process took the event over")
 
 // turnButton reports whether a button belongs to a running turn (its
 // card's Stop, an approval), the presses Elsewhere passes on.

@@ -213,7 +213,10 @@ func (b *Bot) ReplyWithFiles(_ context.Context, e queue.Event, text string, atta
 		for i, f := range attached {
 			paths[i] = f.Path
 		}
-		if err := b.opts.Deliveries.Replied(e.ID, text, paths); err != nil {
+		if err := b.opts.Deliveries.Replied(e.ID, text, paths); errors.Is(err, ErrTakenOver) {
+			b.log.Warn().Uint64("event", e.ID).Msg("reply not posted: another process took the event over and answers it")
+			return nil
+		} else if err != nil {
 			b.log.Error().Err(err).Uint64("event", e.ID).Msg("could not record the reply before delivering it; a restart now may post it again")
 		}
 	}

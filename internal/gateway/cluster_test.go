@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,10 +12,13 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
+	gwdiscord "github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/fakediscord"
+	"github.com/agentgateway/gateway/internal/queue"
 )
 
 // clusterEnv is the settings of one process of a gateway on NATS: a few
@@ -152,7 +156,7 @@ func (r *recording) respond(ctx context.Context, req backends.Request, emit func
 	if id == "" {
 		id = "s-" + r.name
 	}
-	return backends.Result{Text: r.name + ": " + lastLine(req.Prompt), SessionID: id}, nil
+	return backends.Result{Text: r.name + ": " + lastLine(req.Prompt), SessionID: id, CostUSD: 0.25}, nil
 }
 
 func (r *recording) turns() ([]string, []string) {
@@ -216,6 +220,12 @@ func TestAConversationMovesToAnotherWorker(t *testing.T) {
 	if !strings.Contains(prompt, "the deploy key rotates on Mondays") {
 		t.Errorf("worker b's system prompt lacks the fact worker a's agent wrote to memory.md")
 	}
+	// The run node counts the turns both workers ran (the shared ledger).
+	var status string
+	run.fd.Wait(t, "the run node's ledger to count the workers' turns", waitLong, func() bool {
+		status = run.answer(run.fd.Interact(run.channel, run.user, "status", nil))
+		return strings.Contains(status, "$0.7500 here")
+	})
 }
 
 // A /claude command taken by the run node is answered, as its response,
@@ -340,5 +350,34 @@ func TestStatusNamesTheProcessRunningTheTurn(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("/status lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// A process whose event another one took over (it was cut off from NATS
+// past the ack wait) learns so when it records the reply, and the Discord
+// side then posts nothing: the other process answers.
+func TestAReplyOfAnEventTakenOverIsRefused(t *testing.T) {
+	srv := runNATS(t)
+	env := clusterEnv(srv.ClientURL())
+	a := openTestInbox(t, t.TempDir(), env)
+	defer a.Close()
+	b := openTestInbox(t, t.TempDir(), env)
+	defer b.Close()
+	e, err := a.(*natsInbox).Assign(queue.Event{Kind: queue.KindMessage, ChannelID: "123", Text: "hi", Key: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Started(e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Started(e.ID); err != nil { // the takeover
+		t.Fatal(err)
+	}
+	d := newDurable(a, zerolog.New(zerolog.NewTestWriter(t)))
+	if err := d.Replied(e.ID, "late answer", nil); !errors.Is(err, gwdiscord.ErrTakenOver) {
+		t.Fatalf("Replied after a takeover = %v, want ErrTakenOver", err)
+	}
+	if err := newDurable(b, zerolog.New(zerolog.NewTestWriter(t))).Replied(e.ID, "the answer", nil); err != nil {
+		t.Fatalf("the new holder's Replied = %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -230,7 +231,8 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 	aopts.Memory = persona.NewMemoryGuard(filepath.Join(cfg.ConfigDir, persona.MemoryFile))
 	if opts.Shared != nil {
 		aopts.Memory.Share(opts.Shared.memory)
-		aopts.Transcripts = opts.Shared.transcripts
+		aopts.Transcripts = patientTranscripts{Transcripts: opts.Shared.transcripts, limit: max(cfg.NATSAckWait, 10*time.Second),
+			log: log.With().Str("component", "transcripts").Logger()}
 		runAs, err := RunAs(cfg)
 		if err != nil {
 			return nil, err
@@ -247,6 +249,14 @@ func NewCore(cfg *config.Config, opts CoreOptions, log zerolog.Logger) (*Core, e
 		aopts.Actions, aopts.ActionFollowups = opts.Actions, cfg.ActionsMaxFollowups
 	}
 	if x := openExchanges(cfg, log); x != nil {
+		if opts.Shared != nil {
+			// Before any exchange is archived: a channel's recent
+			// conversation is the same on every process.
+			if err := opts.Shared.logs.shareArchive(context.Background(), x.archive); err != nil {
+				x.Close()
+				return nil, err
+			}
+		}
 		aopts.Exchanges = x
 		if cfg.HistoryMessages > 0 {
 			aopts.History = x

@@ -13,6 +13,7 @@ import (
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/inbox"
+	"github.com/agentgateway/gateway/internal/jsinbox"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -152,7 +153,11 @@ func (d *durable) Replied(event uint64, text string, files []string) error {
 	d.mu.Lock()
 	d.replied[event] = true
 	d.mu.Unlock()
-	return d.in.Replied(event, text, files...)
+	err := d.in.Replied(event, text, files...)
+	if errors.Is(err, jsinbox.ErrFenced) {
+		return fmt.Errorf("%w: %w", discord.ErrTakenOver, err)
+	}
+	return err
 }
 
 // Delivered implements discord.DeliveryLog.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/config"
@@ -148,6 +149,13 @@ func CheckNATS(ctx context.Context, cfg *config.Config) error {
 	if err := jsinbox.Check(ctx, nc, natsInboxOptions(cfg)); err != nil {
 		return fmt.Errorf("the inbox on NATS JetStream (%s=%s): %w", config.EnvNATSURL, servers, err)
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if err := checkSharedLogs(ctx, cfg, js); err != nil {
+		return fmt.Errorf("the shared ledger and archive on NATS JetStream (%s=%s): %w", config.EnvNATSURL, servers, err)
+	}
 	return nil
 }
 
@@ -169,6 +177,23 @@ func (n *natsInbox) Unfinished() []inbox.Entry {
 		n.log.Error().Err(err).Msg("could not read the unfinished events from NATS; they are taken up at the next start")
 	}
 	return out
+}
+
+// Replied records the event's reply before it is posted. While NATS
+// cannot be reached it tries again, for as long as it takes: the reply is
+// posted only once it is recorded, or not at all when another process
+// took the event over meanwhile (jsinbox.ErrFenced), which then answers it.
+func (n *natsInbox) Replied(id uint64, text string, files ...string) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := n.Inbox.Replied(id, text, files...)
+		if err == nil || errors.Is(err, jsinbox.ErrFenced) || errors.Is(err, jsinbox.ErrClosed) || errors.Is(err, jsinbox.ErrUnknown) {
+			return err
+		}
+		n.log.Warn().Err(err).Uint64("event", id).Dur("retry_in", wait).Msg("cannot record the reply in NATS; it is posted once recorded")
+		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // Err implements Inbox: NATS must be connected to store events.

@@ -141,6 +141,12 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		return err
 	}
 	defer ledger.Close()
+	if shared != nil {
+		// Before any turn is recorded: every process counts every turn.
+		if err := shared.logs.shareLedger(ctx, ledger); err != nil {
+			return err
+		}
+	}
 	if cfg.ProjectsRoot != "" {
 		if err := project.Check(cfg.ProjectsRoot); err != nil {
 			log.Warn().Err(err).Msg("/project cannot bind channels until PROJECTS_ROOT names a directory")
@@ -417,6 +423,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 	switch {
 	case cl != nil:
 		bg.start("cluster", cl.serve)
+		bg.start("shared-logs", shared.logs.Run)
 		bg.start("heartbeat", parts.registry.Beat)
 		if cfg.MaxConcurrent > 0 {
 			bg.start("dispatch", cl.dispatch)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/kvpersona"
 	"github.com/agentgateway/gateway/internal/kvstate"
@@ -22,6 +24,7 @@ import (
 // own CONFIG_DIR as a local copy.
 type sharedState struct {
 	js          jetstream.JetStream
+	logs        *sharedLogs // the cost ledger and the archive
 	sessions    *kvstate.Sessions
 	transcripts *kvstate.Transcripts
 	memory      *kvpersona.Memory
@@ -45,6 +48,9 @@ func openShared(ctx context.Context, cfg *config.Config, n *natsInbox, worker bo
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	s := &sharedState{js: js}
+	if s.logs, err = openSharedLogs(cfg, js, log); err != nil {
+		return nil, err
+	}
 	o := kvstate.Options{Replicas: cfg.NATSReplicas}
 	if s.sessions, err = kvstate.OpenSessions(ctx, js, o); err != nil {
 		return nil, err
@@ -111,4 +117,33 @@ func agentHome(runAs *proc.Credential, home string) string {
 		return ""
 	}
 	return h
+}
+
+// patientTranscripts saves a turn's session files until NATS takes them,
+// for up to limit: the turn's event cannot finish while NATS is out of
+// reach anyway, and a copy saved late is better than the next turn on
+// another machine resuming an older one, which would silently lose a turn
+// the user saw answered.
+type patientTranscripts struct {
+	*kvstate.Transcripts
+	limit time.Duration
+	log   zerolog.Logger
+}
+
+func (p patientTranscripts) Save(ctx context.Context, backend, home, workDir, id string) error {
+	wait := 100 * time.Millisecond
+	deadline := time.Now().Add(p.limit)
+	for {
+		err := p.Transcripts.Save(ctx, backend, home, workDir, id)
+		if err == nil || errors.Is(err, backends.ErrNotMovable) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		p.log.Warn().Err(err).Str("session", id).Dur("retry_in", wait).Msg("cannot save the session's files to NATS yet")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }

@@ -43,6 +43,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/atomicfile"
+
+	"github.com/agentgateway/gateway/internal/jsinbox"
 )
 
 // Headers of a published record.
@@ -163,8 +165,10 @@ func nonZero(d, or time.Duration) time.Duration {
 	return d
 }
 
-// ErrNotSetUp is what Check says of a stream that does not exist yet.
-var ErrNotSetUp = errors.New("not created yet (the first gateway run with NATS_URL creates it)")
+// ErrNotSetUp is what Check says of a stream that does not exist yet:
+// the inbox's own error, so that doctor treats every missing stream and
+// bucket alike.
+var ErrNotSetUp = jsinbox.ErrNotSetUp
 
 // Ensure creates the stream when it is missing and checks it when present:
 // a setting that differs is an error naming it and how to fix it, never a
