@@ -59,8 +59,21 @@ func sampleState(now time.Time) State {
 			{ChannelID: "300", ChannelName: long, SessionID: "77c0e4b3", Started: now.Add(-5 * time.Minute)},
 		},
 		Health: Health{Discord: true, CLI: "claude", CLIVersion: "2.1.3", Ready: true},
+		Processes: &Processes{Self: "run-1", Read: now, List: []Process{
+			{Name: "run-1", Role: "run", Version: "1.4.0", Started: now.Add(-3 * time.Hour), Beat: now.Add(-2 * time.Second)},
+			{Name: "worker-a", Role: "worker", Version: "1.4.0", Started: now.Add(-3 * time.Hour), Slots: 4, Beat: now.Add(-4 * time.Second),
+				Turns: []ProcessTurn{
+					{EventID: 44, Lane: "200", ChannelName: "ops", Since: now.Add(-2 * time.Minute)},
+					{EventID: 45, Lane: "400", ChannelName: hostileName, Since: now.Add(-10 * time.Second)},
+				}},
+			{Name: "worker-b", Role: "worker", Version: "1.3.9", Started: now.Add(-time.Hour), Slots: 2, Beat: now.Add(-1 * time.Second)},
+		}},
 	}
 }
+
+// hostileName is a thread name (users name threads) written to be taken
+// for markup.
+const hostileName = `<img src=x onerror="document.title='pwned'">fix`
 
 func findChromium(t *testing.T) string {
 	t.Helper()
@@ -230,6 +243,8 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/"),
 		poll(`document.getElementById('badge-stream').textContent === 'live'`),
 		poll(`!document.getElementById('running-empty').hidden && document.getElementById('schedule-body').closest('table').hidden`),
+		// One machine: no processes, and the page says so nowhere.
+		poll(`document.getElementById('processes').hidden && document.getElementById('running-empty').textContent === 'Nothing is running.'`),
 	)
 	problems.check(t, "after loading")
 
@@ -242,11 +257,38 @@ func TestBrowserDashboard(t *testing.T) {
 		poll(`document.querySelectorAll('#schedule-body tr').length === 3`),
 		poll(`document.querySelectorAll('#activity-body tr').length === 5`),
 		poll(`document.getElementById('badge-cli').textContent === 'claude 2.1.3'`),
+		poll(`!document.getElementById('processes').hidden && document.querySelectorAll('#processes-body tr').length === 3`),
+		poll(`document.getElementById('running-empty').textContent === 'Nothing is running on this process.'`),
 	)
+	// Each process's turns are listed under it, a hostile thread name as
+	// plain text.
+	if n := eval(`document.querySelector('#processes-body tr[data-key="worker-a"]').textContent.includes('#ops') ? 1 : 0`); n != 1 {
+		t.Error("worker-a's turn in #ops is not listed under it")
+	}
+	if n := eval(`document.querySelector('#processes-body tr[data-key="run-1"]').textContent.includes('(this one)') ? 1 : 0`); n != 1 {
+		t.Error("the process serving the page is not marked")
+	}
+	if n := eval(`document.querySelectorAll('#processes-body img, #processes-body [onerror]').length`); n != 0 {
+		t.Errorf("%d elements made from a thread name", n)
+	}
+	if n := eval(fmt.Sprintf(`document.querySelector('#processes-body').textContent.includes(%q) ? 1 : 0`, hostileName)); n != 1 {
+		t.Error("the hostile thread name is not shown as text")
+	}
+	// A later list replaces the rows in place.
+	later := *sampleState(time.Now()).Processes
+	later.List = later.List[1:]
+	later.List[0].Turns = later.List[0].Turns[:1]
+	src.Publish(ProcessesChanged(later))
+	step("a new list of processes replaces the old",
+		poll(`document.querySelectorAll('#processes-body tr').length === 2`),
+		poll(`document.querySelector('#processes-body tr[data-key="worker-a"] .num').textContent === '1 / 4'`),
+	)
+	src.Publish(ProcessesChanged(*sampleState(time.Now()).Processes))
+	step("and back", poll(`document.querySelectorAll('#processes-body tr').length === 3`))
 
 	turn := `#running-list li[data-id="42"]`
 	src.Publish(TurnStarted(Turn{EventID: 42, ChannelID: "100", ChannelName: "general", Kind: "message",
-		Prompt: "Why does the deploy fail on arm64? <b>not bold</b>", StartedAt: time.Now().Add(-75 * time.Second)}))
+		Prompt: "Why does the deploy fail on arm64? <b>not bold</b>", StartedAt: time.Now().Add(-75 * time.Second), Process: "run-1"}))
 	step("a running turn appears live",
 		chromedp.WaitVisible(chromedp.CSS(turn)),
 		poll(`document.querySelector('#running-list li[data-id="42"] .prompt').textContent.includes('<b>not bold</b>')`),
@@ -254,6 +296,7 @@ func TestBrowserDashboard(t *testing.T) {
 	)
 	src.Publish(ToolUsed(42, "Bash"))
 	step("its tool shows", poll(`document.querySelector('#running-list li[data-id="42"] .tool').textContent === 'Bash'`))
+	step("it names its process", poll(`document.querySelector('#running-list li[data-id="42"] .proc').textContent === ' · on run-1'`))
 	first, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(turn+" .elapsed")))
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +345,7 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// A phone: 390 CSS px wide.
 	src.Publish(TurnStarted(Turn{EventID: 43, ChannelID: "300", ChannelName: "a-channel-with-an-unusually-long-name-that-never-breaks",
-		Kind: "message", Prompt: strings.Repeat("averyveryverylongwordwithoutanyspaces", 6), StartedAt: time.Now().Add(-5 * time.Second)}))
+		Kind: "message", Prompt: strings.Repeat("averyveryverylongwordwithoutanyspaces", 6), StartedAt: time.Now().Add(-5 * time.Second), Process: "run-1"}))
 	src.Publish(ToolUsed(43, "mcp__github__search_pull_requests_with_a_long_tool_name"))
 	step("at 390 px",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
@@ -328,5 +371,8 @@ func TestBrowserDashboard(t *testing.T) {
 	eval(`document.getElementById('toast').textContent = ''; 0`)
 	screenshot("dashboard-390.png")
 	problems.check(t, "at 390 px")
+	if title := eval(`document.title.includes('pwned') ? 1 : 0`); title != 0 {
+		t.Error("a name ran as script")
+	}
 	t.Logf("browser test took %v", time.Since(began).Round(time.Millisecond))
 }

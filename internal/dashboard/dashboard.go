@@ -1,6 +1,8 @@
 // Package dashboard serves the operator's live web page: the turns running
 // now, the queue, recent activity, costs, the schedule, sessions and health,
 // with buttons to stop a turn, run a scheduled job now and reset a session.
+// When the gateway runs on several processes it also lists them, with the
+// turns each runs, and every running turn names its process.
 //
 // The page is one embedded HTML document with its script and styles inline,
 // so it works offline and needs no build step. It stays current over
@@ -75,6 +77,10 @@ type State struct {
 	Schedule []Job     `json:"schedule"`
 	Sessions []Session `json:"sessions"`
 	Health   Health    `json:"health"`
+	// Processes are the gateway's processes when it runs on several
+	// (NATS_URL); nil on one machine, and the page then has no such
+	// section.
+	Processes *Processes `json:"processes,omitempty"`
 }
 
 // Turn is an agent turn running now.
@@ -92,6 +98,47 @@ type Turn struct {
 	StartedAt time.Time `json:"started_at"`
 	// Tool is the tool the agent is using now, if any.
 	Tool string `json:"tool,omitempty"`
+	// Process names the gateway process running the turn when the
+	// gateway runs on several; empty on one machine.
+	Process string `json:"process,omitempty"`
+}
+
+// Processes are the gateway's processes as their heartbeats describe them.
+type Processes struct {
+	// Self is the name of the process serving the page.
+	Self string `json:"self"`
+	// List is every process with a live heartbeat, by name. The handler
+	// sends an empty list, never null.
+	List []Process `json:"list"`
+	// Read is when List was read.
+	Read time.Time `json:"read,omitzero"`
+	// Error says, in words for the operator, why the last read failed:
+	// List is then the last one read.
+	Error string `json:"error,omitempty"`
+}
+
+// Process is one gateway process: `gateway run` or `gateway worker`.
+type Process struct {
+	Name    string    `json:"name"`
+	Role    string    `json:"role"` // run or worker
+	Version string    `json:"version,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+	// Slots is how many turns it runs at once; a `gateway run` with none
+	// only takes prompts.
+	Slots int `json:"slots"`
+	// Beat is its last heartbeat.
+	Beat  time.Time     `json:"beat,omitzero"`
+	Turns []ProcessTurn `json:"turns,omitempty"`
+}
+
+// ProcessTurn is a turn a process runs.
+type ProcessTurn struct {
+	EventID uint64 `json:"event_id"`
+	// Lane is the channel's id, or "system" for heartbeat checks and cron
+	// jobs without a channel.
+	Lane        string    `json:"lane"`
+	ChannelName string    `json:"channel_name,omitempty"`
+	Since       time.Time `json:"since"`
 }
 
 // Lane is one lane of the queue: a channel, or the system lane.
@@ -187,6 +234,7 @@ const (
 	KindSessions     = "sessions"      // []Session
 	KindCosts        = "costs"         // Costs
 	KindHealth       = "health"        // Health
+	KindProcesses    = "processes"     // Processes
 )
 
 // ToolChange is a running turn's current tool; empty when the agent is
@@ -222,3 +270,6 @@ func CostsChanged(c Costs) Update { return Update{Kind: KindCosts, Payload: c} }
 
 // HealthChanged gives the health after a change.
 func HealthChanged(h Health) Update { return Update{Kind: KindHealth, Payload: h} }
+
+// ProcessesChanged gives the gateway's processes as last read.
+func ProcessesChanged(p Processes) Update { return Update{Kind: KindProcesses, Payload: p} }

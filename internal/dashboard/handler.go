@@ -206,6 +206,11 @@ func (h *handler) snapshot() State {
 	s.Activity = nonNil(s.Activity)
 	s.Schedule = nonNil(s.Schedule)
 	s.Sessions = nonNil(s.Sessions)
+	if s.Processes != nil {
+		p := *s.Processes
+		p.List = nonNil(p.List)
+		s.Processes = &p
+	}
 	return s
 }
 
@@ -216,11 +221,16 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// clip cuts the prompt of a started turn.
+// clip cuts the prompt of a started turn, and makes a list of processes
+// never null.
 func clip(u Update) Update {
-	if t, ok := u.Payload.(Turn); ok {
-		t.Prompt = excerpt(t.Prompt)
-		u.Payload = t
+	switch p := u.Payload.(type) {
+	case Turn:
+		p.Prompt = excerpt(p.Prompt)
+		u.Payload = p
+	case Processes:
+		p.List = nonNil(p.List)
+		u.Payload = p
 	}
 	return u
 }

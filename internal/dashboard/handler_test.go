@@ -454,3 +454,100 @@ func TestScriptNeverParsesDataAsMarkup(t *testing.T) {
 		}
 	}
 }
+
+// On several processes (NATS_URL) the snapshot carries every process and
+// each running turn names the process running it; later lists come as
+// "processes" events.
+func TestEventsProcesses(t *testing.T) {
+	t.Parallel()
+	procs := &Processes{
+		Self: "run-1",
+		Read: t0.Add(-2 * time.Second),
+		List: []Process{
+			{Name: "run-1", Role: "run", Version: "1.4.0", Started: t0.Add(-time.Hour), Slots: 0, Beat: t0.Add(-3 * time.Second)},
+			{Name: "worker-a", Role: "worker", Version: "1.4.0", Started: t0.Add(-time.Hour), Slots: 4, Beat: t0.Add(-1 * time.Second),
+				Turns: []ProcessTurn{{EventID: 7, Lane: "100", ChannelName: "general", Since: t0.Add(-time.Minute)}}},
+		},
+	}
+	src := newFakeSource(State{
+		Running:   []Turn{{EventID: 9, ChannelID: "200", Kind: "message", Prompt: "hi", StartedAt: t0, Process: "run-1"}},
+		Processes: procs,
+	})
+	srv := newServer(t, Handler(src, testOptions(t)))
+	events := openStream(t, srv, "/events")
+
+	got := decode[State](t, next(t, events), "snapshot")
+	if d := cmp.Diff(procs, got.Processes); d != "" {
+		t.Errorf("processes (-want +got):\n%s", d)
+	}
+	if got.Running[0].Process != "run-1" {
+		t.Errorf("running turn on %q, want run-1", got.Running[0].Process)
+	}
+
+	later := Processes{Self: "run-1", Read: t0, Error: "cannot be read", List: []Process{{Name: "worker-b", Role: "worker", Slots: 2, Beat: t0}}}
+	src.Publish(ProcessesChanged(later))
+	if d := cmp.Diff(later, decode[Processes](t, next(t, events), KindProcesses)); d != "" {
+		t.Errorf("processes event (-want +got):\n%s", d)
+	}
+}
+
+// On one machine there is no list of processes: the page gets no
+// "processes" key at all and shows what it always showed.
+func TestEventsNoProcessesOnOneMachine(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource(State{Running: []Turn{{EventID: 9, Kind: "message", Prompt: "hi", StartedAt: t0}}})
+	srv := newServer(t, Handler(src, testOptions(t)))
+	ev := next(t, openStream(t, srv, "/events"))
+	if ev.name != "snapshot" {
+		t.Fatalf("first event %q", ev.name)
+	}
+	for _, key := range []string{`"processes"`, `"process"`} {
+		if strings.Contains(ev.data, key) {
+			t.Errorf("the snapshot of one machine has %s: %s", key, ev.data)
+		}
+	}
+}
+
+// A process list with no entries still reaches the page as a list, so
+// that the page can say none has reported rather than hide the section.
+func TestEventsEmptyProcessesIsAList(t *testing.T) {
+	t.Parallel()
+	src := newFakeSource(State{Processes: &Processes{Self: "run-1", List: []Process{{Name: "w"}}}})
+	src.state.Processes.List = nil
+	srv := newServer(t, Handler(src, testOptions(t)))
+	ev := next(t, openStream(t, srv, "/events"))
+	if !strings.Contains(ev.data, `"list":[]`) {
+		t.Errorf("snapshot %s: want an empty list of processes", ev.data)
+	}
+}
+
+// Channel names (threads are named by users), process names and versions
+// come from outside: they reach the page only as JSON strings inside the
+// event stream, never in the page's markup, and the JSON escapes <, >
+// and &.
+func TestHostileNamesNeverReachMarkup(t *testing.T) {
+	t.Parallel()
+	const hostile = `</script><img src=x onerror=alert(1)>&amp;`
+	src := newFakeSource(State{
+		Running: []Turn{{EventID: 1, ChannelID: "1", ChannelName: hostile, Kind: "message", Prompt: hostile, StartedAt: t0, Process: hostile}},
+		Processes: &Processes{Self: hostile, List: []Process{{Name: hostile, Role: hostile, Version: hostile, Beat: t0,
+			Turns: []ProcessTurn{{EventID: 1, Lane: hostile, ChannelName: hostile, Since: t0}}}}},
+	})
+	srv := newServer(t, Handler(src, testOptions(t)))
+	events := openStream(t, srv, "/events")
+	ev := next(t, events)
+	src.Publish(ProcessesChanged(*src.Snapshot().Processes))
+	ev2 := next(t, events)
+	for _, e := range []sseEvent{ev, ev2} {
+		if strings.ContainsAny(e.data, "<>") || strings.Contains(e.data, "&amp;") {
+			t.Errorf("event %q carries raw markup: %s", e.name, e.data)
+		}
+		// It is still the same text once decoded.
+		if !strings.Contains(e.data, `\u003c/script\u003e\u003cimg src=x onerror=alert(1)\u003e\u0026amp;`) {
+			t.Errorf("event %q lost the name: %s", e.name, e.data)
+		}
+	}
+	if body := getPage(t, srv.URL+"/"); strings.Contains(body, "onerror") {
+		t.Error("the page's markup carries a name")
+	}
+}

@@ -194,7 +194,9 @@
     elapsed.setAttribute('aria-hidden', 'true');
     var started = el('span', 'sr-only');
     var tool = el('span', 'tool');
-    meta.append(elapsed, started, ' · ', tool);
+    // On several processes: which one runs it.
+    var proc = el('span', 'proc');
+    meta.append(elapsed, started, ' · ', tool, proc);
     body.append(head, prompt, meta);
     var stop = el('button', 'danger stop', 'Stop');
     stop.type = 'button';
@@ -205,7 +207,7 @@
         .then(function (ok) { if (ok) li.classList.add('stopping'); });
     });
     li.append(body, stop);
-    li._parts = { where: where, what: what, prompt: prompt, elapsed: elapsed, started: started, tool: tool, stop: stop };
+    li._parts = { where: where, what: what, prompt: prompt, elapsed: elapsed, started: started, tool: tool, proc: proc, stop: stop };
     return li;
   }
 
@@ -220,6 +222,7 @@
     rel(p.elapsed, start, 'elapsed');
     setText(p.started, 'started ' + clock(start));
     setText(p.tool, t.tool ? t.tool : 'thinking');
+    setText(p.proc, t.process ? ' · on ' + t.process : '');
     p.stop.setAttribute('aria-label', 'Stop the turn in ' + channel(t) + ' (event ' + t.event_id + ')');
   }
 
@@ -227,8 +230,68 @@
     var list = state.running;
     sync($('running-list'), list, function (t) { return t.event_id; }, makeTurn, updateTurn);
     showEmpty('running-empty', list.length === 0);
+    // On several processes this list holds the turns of this one only;
+    // the others' are under Processes.
+    setText($('running-empty'), state.processes ? 'Nothing is running on this process.' : 'Nothing is running.');
     setText($('running-count'), list.length ? '(' + list.length + ')' : '');
     document.title = (list.length ? '(' + list.length + ') ' : '') + 'Gateway';
+  }
+
+  // ---- processes ----
+
+  function makeProcess() {
+    var tr = el('tr');
+    var p = {
+      name: cell(tr, 'Process'), role: cell(tr, 'Role'), version: cell(tr, 'Version'),
+      busy: cell(tr, 'Busy', 'num'), beat: cell(tr, 'Heartbeat'), turns: cell(tr, 'Turns')
+    };
+    p.nameText = el('span');
+    p.self = el('span', 'muted');
+    p.name.append(wrap(p.nameText, p.self));
+    p.beatRel = el('span');
+    p.beat.append(p.beatRel);
+    p.list = el('ul', 'pturns');
+    p.turns.append(p.list);
+    tr._parts = p;
+    return tr;
+  }
+
+  function processTurn(t) {
+    var li = el('li');
+    var since = el('span', 'elapsed');
+    rel(since, ms(t.since), 'elapsed');
+    li.append(el('span', null, t.channel_name ? '#' + t.channel_name : (t.lane || 'no channel')), ' ',
+      el('span', 'muted', '#' + t.event_id), ' · ', since);
+    return li;
+  }
+
+  function updateProcess(tr, w) {
+    var p = tr._parts;
+    var self = state.processes && w.name === state.processes.self;
+    setText(p.nameText, w.name);
+    setText(p.self, self ? ' (this one)' : '');
+    var intake = w.role === 'run' && !w.slots;
+    setText(p.role, w.role + (intake ? ', takes prompts' : ''));
+    setText(p.version, w.version || '');
+    var turns = list(w.turns);
+    setText(p.busy, intake && !turns.length ? '—' : turns.length + ' / ' + (w.slots || 0));
+    rel(p.beatRel, ms(w.beat), 'ago');
+    p.list.replaceChildren.apply(p.list, turns.map(processTurn));
+    if (!turns.length) p.list.append(el('li', 'muted', 'idle'));
+  }
+
+  function renderProcesses() {
+    var ps = state.processes;
+    $('processes').hidden = !ps;
+    if (!ps) return;
+    var all = list(ps.list);
+    sync($('processes-body'), all, function (w) { return w.name; }, makeProcess, updateProcess);
+    showEmpty('processes-empty', all.length === 0);
+    var err = $('processes-error');
+    err.hidden = !ps.error;
+    setText(err, ps.error ? ps.error + (ms(ps.read) ? ' (read ' + relText(ms(ps.read), 'ago') + ')' : '') : '');
+    var busy = all.reduce(function (n, w) { return n + list(w.turns).length; }, 0);
+    setText($('processes-count'), all.length ? '(' + all.length + ', ' + busy + ' running)' : '');
   }
 
   // ---- queue ----
@@ -416,6 +479,7 @@
   function renderAll() {
     renderHealth();
     renderRunning();
+    renderProcesses();
     renderQueue();
     renderCosts();
     renderSchedule();
@@ -428,7 +492,8 @@
       skew = ms(s.now) ? ms(s.now) - Date.now() : 0;
       state = {
         running: list(s.running), queue: list(s.queue), activity: list(s.activity),
-        costs: s.costs || {}, schedule: list(s.schedule), sessions: list(s.sessions), health: s.health || {}
+        costs: s.costs || {}, schedule: list(s.schedule), sessions: list(s.sessions), health: s.health || {},
+        processes: s.processes || null
       };
       renderAll();
     },
@@ -452,7 +517,8 @@
     schedule: function (j) { state.schedule = list(j); renderSchedule(); },
     sessions: function (s) { state.sessions = list(s); renderSessions(); },
     costs: function (c) { state.costs = c || {}; renderCosts(); },
-    health: function (h) { state.health = h || {}; renderHealth(); }
+    health: function (h) { state.health = h || {}; renderHealth(); },
+    processes: function (p) { state.processes = p || null; renderProcesses(); renderRunning(); }
   };
 
   function connect() {
