@@ -33,23 +33,27 @@ type runOptions struct {
 }
 
 func newRunCmd(io streams) *cobra.Command {
-	opts := runOptions{io: io}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the gateway: connect to Discord and answer with the agent",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.envFile, _ = cmd.Flags().GetString("env-file")
-			ctx, stop := untilInterrupt(cmd.Context(), io.interrupts)
-			defer stop()
-			return runRun(ctx, opts)
-		},
 	}
+	return runsGateway(cmd, runOptions{io: io})
+}
+
+// runsGateway makes cmd run a gateway process with opts until a signal.
+func runsGateway(cmd *cobra.Command, opts runOptions) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		opts.envFile, _ = cmd.Flags().GetString("env-file")
+		ctx, stop := untilInterrupt(cmd.Context(), opts.io.interrupts)
+		defer stop()
+		return runRun(ctx, opts)
+	}
+	return cmd
 }
 
 func newWorkerCmd(io streams) *cobra.Command {
-	opts := runOptions{io: io, worker: true}
-	return &cobra.Command{
+	return runsGateway(&cobra.Command{
 		Use:   "worker",
 		Short: "Run turns for a gateway whose inbox is on NATS (NATS_URL), on this machine",
 		Long: `gateway worker runs the turns the inbox on NATS JetStream hands it, and posts
@@ -57,14 +61,7 @@ their replies, cards, approvals and notices over Discord's REST API. It has no
 Discord gateway connection, no webhook listener and no scheduler: a gateway run
 takes the prompts. Configure it like gateway run (the same .env: the bot token,
 the model key, NATS_URL), with its own CONFIG_DIR and HOME.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.envFile, _ = cmd.Flags().GetString("env-file")
-			ctx, stop := untilInterrupt(cmd.Context(), io.interrupts)
-			defer stop()
-			return runRun(ctx, opts)
-		},
-	}
+	}, runOptions{io: io, worker: true})
 }
 
 func runRun(ctx context.Context, opts runOptions) error {
