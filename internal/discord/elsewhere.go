@@ -28,6 +28,9 @@ type Elsewhere interface {
 	Stop(ctx context.Context, lane, user string, all bool) (running bool, dropped int)
 	// Reaction passes on a 🛑 on message in channel by user.
 	Reaction(ctx context.Context, channel, message, user string)
+	// Started reports whether event id's turn has started somewhere (or
+	// is over): its ⏳, placed after that, must go.
+	Started(ctx context.Context, id uint64) bool
 }
 
 // ErrTakenOver is what DeliveryLog.Replied returns (wrapped) when another

@@ -238,10 +238,15 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	}
 	if rcpt.Waiting && b.opts.Elsewhere != nil {
 		// The turn starts on whichever process takes it, which removes
-		// the ⏳ then: no mark is kept here.
+		// the ⏳ then: no mark is kept here. A turn that started (or
+		// ended) before the ⏳ landed has it removed here.
 		go func() {
 			if err := b.client(b.ctx).React(m.ChannelID, m.ID, waitingEmoji); err != nil {
 				log.Warn().Err(err).Msg("could not mark the prompt as waiting")
+				return
+			}
+			if b.opts.Elsewhere.Started(b.ctx, rcpt.Event.ID) {
+				b.unmarkWaiting(rcpt.Event)
 			}
 		}()
 		return

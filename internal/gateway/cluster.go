@@ -171,6 +171,18 @@ func (c *node) Stop(ctx context.Context, lane, user string, all bool) (running b
 	return running, dropped
 }
 
+// Started implements discord.Elsewhere: the event's record says it
+// started, or it is gone (finished long ago).
+func (c *node) Started(ctx context.Context, id uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	en, err := c.in.Lookup(ctx, id)
+	if errors.Is(err, jsinbox.ErrUnknown) {
+		return true
+	}
+	return err == nil && en.State != inbox.Accepted
+}
+
 // Reaction implements discord.Elsewhere.
 func (c *node) Reaction(_ context.Context, channel, message, user string) {
 	data, _ := json.Marshal(reactionNote{Channel: channel, Message: message, User: user})
