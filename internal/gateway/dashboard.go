@@ -8,9 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/internal/admin"
+	"github.com/agentgateway/gateway/internal/cluster"
 	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/dashboard"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -21,7 +23,7 @@ import (
 // dashboardSource is the dashboard's view of the gateway
 // (dashboard.Source): the admin hub's events for the turns running now and
 // the activity, the queue, the ledger, the schedule and the sessions for
-// the rest.
+// the rest, and on several processes their heartbeats.
 type dashboardSource struct {
 	hub       *admin.Hub
 	queue     *queue.Queue
@@ -35,6 +37,16 @@ type dashboardSource struct {
 	name    func(channelID string) string
 	backend string
 	log     zerolog.Logger
+
+	// processes, when set, lists the gateway's processes
+	// (cluster.Registry.List): the gateway runs on several (NATS_URL) and
+	// the page shows them. nil on one machine.
+	processes func(context.Context) ([]cluster.Worker, error)
+	// self is this process's name among them, which its own turns carry.
+	self string
+	// clock paces the reads of processes; nil means the real clock.
+	clock clockwork.Clock
+	procs processCache
 
 	mu      sync.Mutex // guards running and finished
 	running map[uint64]dashboard.Turn
@@ -135,9 +147,10 @@ func (d *dashboardSource) follow(ctx context.Context) {
 	}
 }
 
-// named adds the channel's name to a turn.
+// named adds the channel's name to a turn, and the process running it.
 func (d *dashboardSource) named(t dashboard.Turn) dashboard.Turn {
 	t.ChannelName = d.name(t.ChannelID)
+	t.Process = d.self
 	return t
 }
 
@@ -181,6 +194,10 @@ func (d *dashboardSource) Snapshot() dashboard.State {
 		}
 	}
 	s.Health = dashboard.Health{Discord: d.connected(), CLI: d.backend, Ready: d.ready() == nil}
+	if d.processes != nil {
+		p := d.processList(readWait)
+		s.Processes = &p
+	}
 	return s
 }
 
@@ -246,39 +263,31 @@ func firstNonEmptyName(a, b string) string {
 }
 
 // Subscribe implements dashboard.Source: the hub's events as the page's
-// updates.
+// updates, and on several processes their list every processEvery.
 func (d *dashboardSource) Subscribe(ctx context.Context) <-chan dashboard.Update {
 	in := d.hub.Subscribe(ctx)
 	out := make(chan dashboard.Update, 16)
+	var refresh <-chan time.Time
+	stop := func() {}
+	if d.processes != nil {
+		// Made here, not in the goroutine, so that a page is on the
+		// clock as soon as it has subscribed.
+		tick := d.clk().NewTicker(processEvery)
+		refresh, stop = tick.Chan(), tick.Stop
+	}
 	go func() {
 		defer close(out)
-		for ev := range in {
+		defer stop()
+		for {
 			var us []dashboard.Update
-			switch ev.Type {
-			case admin.TurnStarted:
-				// Recorded here as well as in follow (another
-				// subscriber, which may not have seen it yet): a Stop
-				// pressed on this update must find the turn. A turn
-				// that has ended by now is not shown at all.
-				t := d.named(turnOf(ev))
-				if d.started(t) {
-					us = append(us, dashboard.TurnStarted(t))
+			select {
+			case ev, ok := <-in:
+				if !ok {
+					return
 				}
-			case admin.ToolUsed:
-				us = append(us, dashboard.ToolUsed(ev.EventID, ev.Tool))
-			case admin.TurnFinished:
-				d.ended(ev.EventID)
-				e := entryOf(ev)
-				e.ChannelName = d.name(e.ChannelID)
-				us = append(us, dashboard.TurnFinished(e), dashboard.CostsChanged(d.costs()))
-			case admin.QueueChanged:
-				var lanes []dashboard.Lane
-				for _, l := range ev.Lanes {
-					lanes = append(lanes, dashboard.Lane{Lane: l.Lane, Name: d.name(l.Lane), Waiting: l.Waiting, Oldest: l.Oldest})
-				}
-				us = append(us, dashboard.QueueChanged(lanes))
-			case admin.Resync:
-				us = append(us, dashboard.Update{Resync: true})
+				us = d.updatesOf(ev)
+			case <-refresh:
+				us = append(us, dashboard.ProcessesChanged(d.processList(readIfIdle)))
 			}
 			for _, u := range us {
 				select {
@@ -290,6 +299,186 @@ func (d *dashboardSource) Subscribe(ctx context.Context) <-chan dashboard.Update
 		}
 	}()
 	return out
+}
+
+// updatesOf is what a hub event changes on a page.
+func (d *dashboardSource) updatesOf(ev admin.Event) []dashboard.Update {
+	var us []dashboard.Update
+	switch ev.Type {
+	case admin.TurnStarted:
+		// Recorded here as well as in follow (another subscriber, which
+		// may not have seen it yet): a Stop pressed on this update must
+		// find the turn. A turn that has ended by now is not shown at all.
+		t := d.named(turnOf(ev))
+		if d.started(t) {
+			us = append(us, dashboard.TurnStarted(t))
+			us = d.withProcesses(us)
+		}
+	case admin.ToolUsed:
+		us = append(us, dashboard.ToolUsed(ev.EventID, ev.Tool))
+	case admin.TurnFinished:
+		d.ended(ev.EventID)
+		e := entryOf(ev)
+		e.ChannelName = d.name(e.ChannelID)
+		us = append(us, dashboard.TurnFinished(e), dashboard.CostsChanged(d.costs()))
+		us = d.withProcesses(us)
+	case admin.QueueChanged:
+		var lanes []dashboard.Lane
+		for _, l := range ev.Lanes {
+			lanes = append(lanes, dashboard.Lane{Lane: l.Lane, Name: d.name(l.Lane), Waiting: l.Waiting, Oldest: l.Oldest})
+		}
+		us = append(us, dashboard.QueueChanged(lanes))
+	case admin.Resync:
+		us = append(us, dashboard.Update{Resync: true})
+	}
+	return us
+}
+
+// withProcesses adds the list of processes, as last read, to a change of
+// this process's turns, which that list shows too. It reads nothing.
+func (d *dashboardSource) withProcesses(us []dashboard.Update) []dashboard.Update {
+	if d.processes == nil {
+		return us
+	}
+	return append(us, dashboard.ProcessesChanged(d.processList(readNone)))
+}
+
+// processEvery is how often the page's list of processes is refreshed, and
+// how old the list read from NATS may be: each process writes its
+// heartbeat every 5 s (cluster.DefaultWorkerTTL/6).
+const processEvery = 5 * time.Second
+
+// processRead bounds one read of the processes, so that a page waits at
+// most that long for NATS.
+const processRead = 2 * time.Second
+
+// processesAway is what the page says when the processes cannot be read.
+const processesAway = "The processes cannot be read from NATS right now; this is the last list read."
+
+// processRefresh says whether processList reads NATS first.
+type processRefresh int
+
+const (
+	readNone processRefresh = iota // the list as last read
+	// readIfIdle reads unless another read runs: a page's periodic
+	// refresh, which must not hold up its stream.
+	readIfIdle
+	// readWait reads, or waits for the read running: a page's first
+	// snapshot, which should not come without the list.
+	readWait
+)
+
+// processCache is the list of processes last read, shared by every page
+// so that NATS is read at most once per processEvery whatever their
+// number. The zero value has read nothing.
+type processCache struct {
+	// reading is held across a read, so that a page that asks while
+	// another reads waits for that read rather than reading again.
+	reading sync.Mutex
+	// mu guards the fields below; it is never held across a read, so
+	// that a turn's update never waits for NATS.
+	mu      sync.Mutex
+	tried   time.Time // when it was last read, or tried
+	workers []cluster.Worker
+	read    time.Time // when workers was read
+	err     error     // why the last read failed
+}
+
+func (d *dashboardSource) clk() clockwork.Clock {
+	if d.clock == nil {
+		return clockwork.NewRealClock()
+	}
+	return d.clock
+}
+
+// processList is the gateway's processes for the page. It reads them
+// again first when the last read is processEvery old, as readProcesses
+// does, if refresh is readWait or readIfIdle. This process's turns are its
+// live ones rather than those of its last heartbeat.
+func (d *dashboardSource) processList(refresh processRefresh) dashboard.Processes {
+	c := &d.procs
+	if refresh != readNone {
+		d.readProcesses(refresh == readWait)
+	}
+	c.mu.Lock()
+	workers, read, err := c.workers, c.read, c.err
+	c.mu.Unlock()
+
+	p := dashboard.Processes{Self: d.self, Read: read, List: make([]dashboard.Process, 0, len(workers))}
+	if err != nil {
+		p.Error = processesAway
+	}
+	for _, w := range workers {
+		proc := dashboard.Process{Name: w.Name, Role: w.Role, Version: w.Version, Started: w.Started, Slots: w.Slots, Beat: w.Beat}
+		if w.Name == d.self {
+			proc.Turns = d.ownTurns()
+		} else {
+			for _, t := range w.Turns {
+				proc.Turns = append(proc.Turns, d.processTurn(t))
+			}
+		}
+		p.List = append(p.List, proc)
+	}
+	return p
+}
+
+// readProcesses reads the processes from NATS into the cache, unless
+// they were read (or tried) less than processEvery ago. While another
+// read runs it waits for that one when wait is set, and otherwise leaves
+// the cache as it is.
+func (d *dashboardSource) readProcesses(wait bool) {
+	c := &d.procs
+	if wait {
+		c.reading.Lock()
+	} else if !c.reading.TryLock() {
+		return
+	}
+	defer c.reading.Unlock()
+	now := d.clk().Now()
+	c.mu.Lock()
+	fresh := !c.tried.IsZero() && now.Sub(c.tried) < processEvery
+	failing := c.err != nil
+	c.mu.Unlock()
+	if fresh {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), processRead)
+	ws, err := d.processes(ctx)
+	cancel()
+	switch {
+	case err != nil && !failing:
+		d.log.Warn().Err(err).Msg("the gateway's processes cannot be read from NATS; the dashboard shows the last list read")
+	case err == nil && failing:
+		d.log.Info().Msg("the gateway's processes can be read from NATS again")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tried, c.err = now, err
+	// A heartbeat that cannot be decoded still leaves the others.
+	if err == nil || ws != nil {
+		c.workers, c.read = ws, now
+	}
+}
+
+// ownTurns are the turns this process runs now, oldest first.
+func (d *dashboardSource) ownTurns() []dashboard.ProcessTurn {
+	d.mu.Lock()
+	var out []dashboard.ProcessTurn
+	for _, t := range d.running {
+		out = append(out, dashboard.ProcessTurn{EventID: t.EventID, Lane: laneOf(t.ChannelID), ChannelName: t.ChannelName, Since: t.StartedAt})
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b dashboard.ProcessTurn) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// processTurn is a turn of another process, named by its channel.
+func (d *dashboardSource) processTurn(t cluster.Turn) dashboard.ProcessTurn {
+	pt := dashboard.ProcessTurn{EventID: t.Event, Lane: t.Lane, Since: t.Since}
+	if t.Lane != queue.SystemLane {
+		pt.ChannelName = d.name(t.Lane)
+	}
+	return pt
 }
 
 // Stop implements dashboard.Source: what the Discord Stop button does.
