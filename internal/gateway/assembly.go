@@ -410,17 +410,39 @@ func (g *assembly) takeUp(ctx context.Context) error {
 	return nil
 }
 
-// serveAdmin starts the admin server (ADMIN_ADDR): /healthz at once,
-// /readyz once Discord is connected, until everything else has stopped.
+// serveAdmin starts the admin server and its dashboard (ADMIN_ADDR):
+// /healthz at once, /readyz once Discord is connected, until everything
+// else has stopped. On NATS the dashboard lists the gateway's processes.
 func (g *assembly) serveAdmin(context.Context) error {
 	if g.mon == nil {
 		return nil
 	}
-	closeAdmin, err := serveAdmin(g.cfg, g.opts, g.mon, g.bot, g.core, g.in, g.ledger, g.sched, g.log)
+	cfg, log, core := g.cfg, g.log, g.core
+	ready := readiness{bot: g.bot, queue: core.Queue, inbox: g.in}
+	if g.opts.Worker {
+		ready.bot = restOnly{} // a worker has no Discord connection to lose
+	}
+	adminHTTP, err := startAdmin(cfg, g.mon, ready.check, log.With().Str("component", "admin").Logger())
 	if err != nil {
 		return err
 	}
-	g.onClose(closeAdmin)
+	dash := &dashboardSource{hub: g.mon.Hub(), queue: core.Queue, sessions: core.Sessions, ledger: g.ledger, sched: g.sched,
+		ready: ready.check, connected: g.bot.Connected, name: g.bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
+	if g.node != nil {
+		dash.self, dash.processes = g.node.name, g.parts.registry.List
+	}
+	stopDash, err := mountDashboard(adminHTTP.srv, dash, filepath.Join(cfg.ConfigDir, ActivityFile))
+	if err != nil {
+		log.Error().Err(files.WithoutPath(err)).Msg("the dashboard's activity log cannot be opened; the dashboard is off")
+		stopDash = func() {}
+	}
+	if g.opts.AdminReady != nil {
+		g.opts.AdminReady(adminHTTP.srv.Addr(), g.mon.Hub())
+	}
+	g.onClose(func() {
+		stopDash()
+		adminHTTP.close()
+	})
 	return nil
 }
 

@@ -15,8 +15,6 @@ import (
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/discord"
-	"github.com/agentgateway/gateway/internal/files"
-	"github.com/agentgateway/gateway/internal/schedule"
 )
 
 // Options adjust Run; the zero value is production.
@@ -125,34 +123,6 @@ func openLedger(cfg *config.Config, log zerolog.Logger) (*cost.Ledger, error) {
 		log.Warn().Int("lines", n).Str("file", cost.FileName).Msg("skipped unreadable lines of the cost ledger (a torn write after a crash?)")
 	}
 	return ledger, nil
-}
-
-// serveAdmin starts the admin server and its dashboard (ADMIN_ADDR) and
-// returns what stops them.
-func serveAdmin(cfg *config.Config, opts Options, mon *admin.Monitor, bot *discord.Bot, core *Core, in Inbox,
-	ledger *cost.Ledger, sched *schedule.Scheduler, log zerolog.Logger) (func(), error) {
-	ready := readiness{bot: bot, queue: core.Queue, inbox: in}
-	if opts.Worker {
-		ready.bot = restOnly{} // a worker has no Discord connection to lose
-	}
-	adminHTTP, err := startAdmin(cfg, mon, ready.check, log.With().Str("component", "admin").Logger())
-	if err != nil {
-		return nil, err
-	}
-	dash := &dashboardSource{hub: mon.Hub(), queue: core.Queue, sessions: core.Sessions, ledger: ledger, sched: sched,
-		ready: ready.check, connected: bot.Connected, name: bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
-	stopDash, err := mountDashboard(adminHTTP.srv, dash, filepath.Join(cfg.ConfigDir, ActivityFile))
-	if err != nil {
-		log.Error().Err(files.WithoutPath(err)).Msg("the dashboard's activity log cannot be opened; the dashboard is off")
-		stopDash = func() {}
-	}
-	if opts.AdminReady != nil {
-		opts.AdminReady(adminHTTP.srv.Addr(), mon.Hub())
-	}
-	return func() {
-		stopDash()
-		adminHTTP.close()
-	}, nil
 }
 
 // discordOptions are the bot's settings from the config, over base (the
