@@ -86,6 +86,14 @@ type Options struct {
 	Clock clockwork.Clock
 	// Reloaded, if set, runs after every reload of the schedule.
 	Reloaded func()
+	// Forward, if set, makes this the gate of a process that does not
+	// fire the schedule (a gateway worker): an agent's change that would
+	// be held, and a cron action's edit, are handed to it instead (for
+	// the other process's Propose), and the file here is put back. It
+	// retries as it sees fit; the gate runs it on its own goroutine for
+	// an agent's change and waits for it for a cron action's edit. Nil:
+	// changes are held and asked about here.
+	Forward func(ctx context.Context, p Proposal) error
 	Log      zerolog.Logger
 }
 
@@ -292,9 +300,12 @@ func (g *Gate) checkLocked(ctx context.Context, reload bool) {
 			continue
 		}
 		g.mu.Lock()
-		tools, running, channel := judge(u.turns)
+		tools, running, channel, user := judge(u.turns)
 		g.mu.Unlock()
 		switch {
+		case len(tools) > 0 && g.opts.Forward != nil:
+			delete(g.undecided, name)
+			g.forwardLocked(ctx, name, u.content, tools, channel, user)
 		case len(tools) > 0:
 			delete(g.undecided, name)
 			reload = g.holdLocked(ctx, name, u.content, tools, channel) || reload
@@ -313,9 +324,9 @@ func (g *Gate) checkLocked(ctx context.Context, reload bool) {
 }
 
 // judge says what the turns that may have made a change did: the writing
-// tools they called, whether any still runs, and the channel of the first
-// that wrote. mu must be held.
-func judge(turns []*turn) (tools []string, running bool, channel string) {
+// tools they called, whether any still runs, and the channel and author of
+// the first that wrote. mu must be held.
+func judge(turns []*turn) (tools []string, running bool, channel, user string) {
 	for _, t := range turns {
 		running = running || t.running
 		for _, tool := range t.writing {
@@ -324,10 +335,10 @@ func judge(turns []*turn) (tools []string, running bool, channel string) {
 			}
 		}
 		if channel == "" && len(t.writing) > 0 {
-			channel = t.channel
+			channel, user = t.channel, t.user
 		}
 	}
-	return tools, running, channel
+	return tools, running, channel, user
 }
 
 // applyLocked makes content the applied content of name: an operator's
@@ -368,9 +379,40 @@ var ErrUndecided = errors.New("agents.md has a change made during a running agen
 // agent's edit. A hold still pending on agents.md no longer applies and is
 // closed. The error is change's, the write's, or the reload's (items the
 // scheduler refused; the file is written all the same).
+//
+// On a worker (Options.Forward set) nothing is written here: the edit is
+// handed on, made on the applied agents.md, and the error is the
+// hand-on's (ErrStale from the other process when its agents.md differs).
 func (g *Gate) EditAgents(ctx context.Context, change func(content string) (string, error)) error {
 	g.op.Lock()
 	defer g.op.Unlock()
+	if g.opts.Forward == nil {
+		return g.editAgentsLocked(ctx, change)
+	}
+	g.checkLocked(ctx, false)
+	name := schedule.AgentsFile
+	cur, err := g.readDisk(name)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	if cur != g.applied[name] {
+		return ErrUndecided
+	}
+	body, err := change(cur.Body)
+	if err != nil {
+		return err
+	}
+	if body == cur.Body && cur.Exists {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, forwardWait)
+	defer cancel()
+	return g.opts.Forward(fctx, Proposal{File: name, Content: body, Base: cur.Body, BaseExists: cur.Exists, Cron: true})
+}
+
+// editAgentsLocked is EditAgents on the process that fires the schedule,
+// with op held.
+func (g *Gate) editAgentsLocked(ctx context.Context, change func(content string) (string, error)) error {
 	g.checkLocked(ctx, false)
 	name := schedule.AgentsFile
 	cur, err := g.readDisk(name)

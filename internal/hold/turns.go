@@ -39,6 +39,7 @@ func Writing(tool string) bool {
 type turn struct {
 	id      uint64
 	channel string // the event's channel, "" for a scheduled event without one
+	user    string // the event's author, "" for a scheduled event
 	// writing are the writing tools it called, each once, in order.
 	writing []string
 	running bool
@@ -58,7 +59,7 @@ func (t *turn) used(tool string) {
 func (g *Gate) TurnStarted(e queue.Event) (toolUsed func(name string), ended func()) {
 	g.mu.Lock()
 	g.nextTurn++
-	t := &turn{id: g.nextTurn, channel: e.ChannelID, running: true}
+	t := &turn{id: g.nextTurn, channel: e.ChannelID, user: e.UserID, running: true}
 	g.running[t.id] = t
 	g.mu.Unlock()
 
