@@ -94,7 +94,7 @@ type Options struct {
 	// an agent's change and waits for it for a cron action's edit. Nil:
 	// changes are held and asked about here.
 	Forward func(ctx context.Context, p Proposal) error
-	Log      zerolog.Logger
+	Log     zerolog.Logger
 }
 
 // text is a file's content; a missing file is the zero text.
