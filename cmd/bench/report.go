@@ -201,6 +201,7 @@ func runAll(outPath string, runs int) error {
 	w("With the inbox, as `gateway run` has it (each event recorded before it is accepted, then started, replied, delivered and finished: five fsync'd records, with group commit), same load: median %.0f events/s (min %.0f, max %.0f); the inbox's log was %.1f MB after the 100,000 events (compacted, finished events kept up to INBOX_MAX_EVENTS=10,000).\n\n", median(durable), durable[0], durable[len(durable)-1], mb(inboxBytes))
 
 	writeWarm(w, warm)
+	writeNATS(w, benches)
 
 	w("## Go benchmarks\n\n`go test -run=^$ -bench=. -benchmem -count=%d ./...`, medians.\n\n| benchmark | ns/op | B/op | allocs/op | other |\n|---|---|---|---|---|\n", runs)
 	for _, g := range benches {
@@ -229,4 +230,29 @@ func runAll(outPath string, runs int) error {
 	}
 	fmt.Print(b.String())
 	return nil
+}
+
+// writeNATS puts the inbox on NATS JetStream beside the embedded inbox's
+// figures: stored events/s and the p50/p99 of one store (BenchmarkAppend),
+// events through the stream end to end (BenchmarkDispatch), and the
+// failover time (BenchmarkFailover), each on one local server (R1) and a
+// local three-server cluster (R3).
+func writeNATS(w func(string, ...any), benches []goBench) {
+	w("## Several processes on NATS JetStream\n\n")
+	w("`internal/jsinbox` on in-process NATS servers on this machine (R1: one server; R3: a cluster of three keeping three replicas), file storage, the default `sync_interval` (see the README on power loss). ")
+	w("Append is what the intake waits for before ⏳ (key check, publish, PubAck, key record); Dispatch is an event appended, handed by a partition's consumer to one of two processes with 8 slots each and finished at once (the instant backend); Failover is an event whose holder died (connection gone, no ack) reaching another process with `NATS_ACK_WAIT` at its 3 s minimum (the default is 60 s).\n\n")
+	w("| benchmark | figures |\n|---|---|\n")
+	n := 0
+	for _, g := range benches {
+		for _, prefix := range []string{"BenchmarkAppend/", "BenchmarkDispatch/", "BenchmarkFailover"} {
+			if strings.HasPrefix(g.Name, prefix) {
+				w("| %s | %s |\n", strings.TrimPrefix(g.Name, "Benchmark"), g.Extra)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		w("| (not run) | |\n")
+	}
+	w("\n")
 }
