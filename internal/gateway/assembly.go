@@ -199,6 +199,14 @@ func (g *assembly) buildDiscord(context.Context) error {
 	})
 	// The schedule files are guarded before anything reads them: a held
 	// change the gateway stopped on is put back first (see internal/hold).
+	// A worker fires no schedule: its agent's changes go to a run node.
+	var forward func(context.Context, hold.Proposal) error
+	if g.node != nil && g.opts.Worker {
+		forward = holdForwarder{nc: g.node.in.nc, tell: func(ctx context.Context, ch, text string) error {
+			_, err := bot.Send(ctx, ch, text, nil)
+			return err
+		}, log: log.With().Str("component", "schedule").Logger()}.forward
+	}
 	g.gate, err = hold.New(hold.Options{
 		Dir:          cfg.ConfigDir,
 		Channel:      cfg.OutputChannelID,
@@ -208,8 +216,14 @@ func (g *assembly) buildDiscord(context.Context) error {
 			if cfg.WebhookAddr != "" && g.sched != nil {
 				logDisabledWebhooks(g.sched.Webhooks(), cfg.Lookup, log)
 			}
+			if g.shared != nil && !g.opts.Worker {
+				// An applied change reaches the workers now, not at the
+				// persona's next tick.
+				g.shared.syncPersona(context.Background(), cfg.ConfigDir, log)
+			}
 		},
-		Log: log.With().Str("component", "schedule").Logger(),
+		Forward: forward,
+		Log:     log.With().Str("component", "schedule").Logger(),
 	})
 	if err != nil {
 		return err
@@ -261,7 +275,11 @@ func (g *assembly) buildCore(context.Context) error {
 		Shared:    g.shared,
 		StartID:   g.in.LastID(),
 		Prepare: func(ctx context.Context, e queue.Event) queue.Event {
-			g.shared.syncPersona(ctx, cfg.ConfigDir, log) // read fresh per event, as on one machine
+			// Read fresh per event, as on one machine; what the mirror
+			// writes is the operator's, not this turn's agent's.
+			if written := g.shared.syncPersona(ctx, cfg.ConfigDir, log); len(written) > 0 {
+				g.gate.Adopt(ctx, written...)
+			}
 			return bot.PrepareThread(ctx, e)
 		},
 		OnStart: func(e queue.Event) {
@@ -504,6 +522,10 @@ func (g *assembly) components() []component {
 			// One process of the gateway fires the schedule at a time.
 			add("schedule", func(ctx context.Context) error {
 				return g.parts.lease.Run(ctx, scheduleLease, g.sched.Lead)
+			})
+			// The schedule's home asks about the workers' agents' changes.
+			add("holds", func(ctx context.Context) error {
+				return serveHolds(ctx, g.node.in.nc, g.gate, log.With().Str("component", "schedule").Logger())
 			})
 		}
 		if g.shared.publisher != nil {

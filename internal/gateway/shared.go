@@ -83,10 +83,11 @@ func (s *sharedState) close() {
 
 // syncPersona brings the operator's persona files into CONFIG_DIR (a
 // worker) or pushes CONFIG_DIR's to the bucket (gateway run); both cost
-// nothing when nothing changed.
-func (s *sharedState) syncPersona(ctx context.Context, dir string, log zerolog.Logger) {
+// nothing when nothing changed. It returns the files it wrote into
+// CONFIG_DIR (a worker).
+func (s *sharedState) syncPersona(ctx context.Context, dir string, log zerolog.Logger) (written []string) {
 	if s == nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -97,7 +98,7 @@ func (s *sharedState) syncPersona(ctx context.Context, dir string, log zerolog.L
 		} else if len(changed) > 0 {
 			log.Info().Strs("files", changed).Msg("persona files updated from NATS")
 		}
-		return
+		return changed
 	}
 	ch, err := s.publisher.Publish(ctx)
 	if err != nil {
@@ -105,6 +106,7 @@ func (s *sharedState) syncPersona(ctx context.Context, dir string, log zerolog.L
 	} else if !ch.Empty() {
 		log.Info().Strs("written", ch.Written).Strs("deleted", ch.Deleted).Msg("persona files published to the workers")
 	}
+	return nil
 }
 
 // agentHome is the HOME the CLIs run with, where they keep their sessions.

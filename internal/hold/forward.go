@@ -119,3 +119,33 @@ func knownFile(name string) bool {
 	}
 	return false
 }
+
+// Adopt takes the guarded files among names as they are on disk now, as
+// the operator's: on a worker the mirror of the persona bucket writes
+// them (the run node's applied files), and that must not be judged as an
+// agent's edit, handed on and put back at every turn.
+func (g *Gate) Adopt(ctx context.Context, names ...string) {
+	g.op.Lock()
+	defer g.op.Unlock()
+	reload := false
+	for _, name := range names {
+		if !knownFile(name) {
+			continue
+		}
+		cur, err := g.readDisk(name)
+		if err != nil {
+			continue // the next check reports it
+		}
+		g.seen[name] = cur
+		delete(g.undecided, name)
+		if cur != g.applied[name] {
+			g.log.Info().Str("file", name).Msg("file brought from NATS: applying it")
+			reload = g.applyLocked(ctx, name, cur) || reload
+		}
+	}
+	if reload {
+		if err := g.reloadLocked(); err != nil {
+			g.log.Error().Err(err).Msg("reload")
+		}
+	}
+}

@@ -184,3 +184,24 @@ func TestCronEditOnAWorkerReportsAFailedHandOn(t *testing.T) {
 func turnEvent(channel, user string) queue.Event {
 	return queue.Event{ChannelID: channel, UserID: user}
 }
+
+// A file the worker's mirror writes during a turn that wrote before is
+// the operator's: applied, not handed on.
+func TestAdoptedFileIsNotHandedOn(t *testing.T) {
+	fw := make(forwarded, 4)
+	f := newFixture(t, Options{Forward: fw.forward})
+	ended := f.writingTurn("Write")
+	defer ended()
+	writeFile(t, f.dir, schedule.AgentsFile, withSpam)
+	f.gate.Adopt(context.Background(), schedule.AgentsFile, "soul.md")
+	f.check()
+	ended()
+	f.check()
+	fw.none(t)
+	if got := f.read(schedule.AgentsFile); got != withSpam {
+		t.Fatalf("agents.md:\n%s\nwant the mirrored file kept", got)
+	}
+	if got := f.rel.applied(); got != withSpam {
+		t.Fatalf("schedule:\n%s", got)
+	}
+}
