@@ -203,7 +203,12 @@ func sendable(guard *files.Guard, workDir, path string, limit int64) (string, er
 // queues each when it is due, as a scheduled event of its channel: it runs
 // with the restrictions of scheduled runs (no more defers, no crons).
 type deferrals struct {
-	store      *deferred.Store
+	// store is the CONFIG_DIR file (deferred.Store) or, on NATS, the
+	// bucket every process shares (kvdeferred.Store).
+	store interface {
+		Add(p deferred.Prompt, max int) (deferred.Prompt, error)
+		Now() time.Time
+	}
 	maxPending int
 }
 

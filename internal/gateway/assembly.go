@@ -22,6 +22,7 @@ import (
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/hold"
 	"github.com/agentgateway/gateway/internal/jsinbox"
+	"github.com/agentgateway/gateway/internal/kvdeferred"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -74,6 +75,7 @@ type assembly struct {
 	// buildSchedule
 	sched    *schedule.Scheduler
 	webhooks *webhookServer
+	deferKV  *kvdeferred.Store // the deferred prompts on NATS; nil on one machine
 
 	// takeUp
 	plan  resumePlan
@@ -340,7 +342,7 @@ func (g *assembly) buildCore(context.Context) error {
 // actions, and binds the webhook port (a port in use fails the start at
 // once; requests are served once Discord is ready). A worker fires no
 // schedule and takes no webhooks; it still reads the hooks.
-func (g *assembly) buildSchedule(context.Context) error {
+func (g *assembly) buildSchedule(ctx context.Context) error {
 	cfg, log, core := g.cfg, g.log, g.core
 	sopts := schedule.Options{
 		Enqueue:        core.Queue.Enqueue,
@@ -357,7 +359,18 @@ func (g *assembly) buildSchedule(context.Context) error {
 	}
 	g.sched = sched
 	g.hooks.instruction, g.hooks.process = sched.Hook, core.Runtime.Process
-	if cfg.Actions.Enabled {
+	switch {
+	case cfg.Actions.Enabled && g.shared != nil:
+		// On NATS every process keeps them in one bucket, and the holder
+		// of the schedule's lease fires them (components).
+		store, err := kvdeferred.Open(ctx, g.shared.js, kvdeferred.Options{Replicas: cfg.NATSReplicas, Clock: g.opts.Clock,
+			Log: log.With().Str("component", "defer").Logger()})
+		if err != nil {
+			return fmt.Errorf("the deferred prompts on NATS JetStream: %w", err)
+		}
+		g.deferKV = store
+		g.acts.env.Defer = deferrals{store: store, maxPending: cfg.DeferMaxPending}
+	case cfg.Actions.Enabled:
 		// Before the queue runs: the actions' parts are fixed from then on.
 		store, err := deferred.Open(filepath.Join(cfg.ConfigDir, deferred.FileName), g.opts.Clock, fireDeferred(core.Queue.Enqueue),
 			log.With().Str("component", "defer").Logger())
@@ -521,7 +534,7 @@ func (g *assembly) components() []component {
 		if !g.opts.Worker {
 			// One process of the gateway fires the schedule at a time.
 			add("schedule", func(ctx context.Context) error {
-				return g.parts.lease.Run(ctx, scheduleLease, g.sched.Lead)
+				return g.parts.lease.Run(ctx, scheduleLease, g.lead)
 			})
 			// The schedule's home asks about the workers' agents' changes.
 			add("holds", func(ctx context.Context) error {

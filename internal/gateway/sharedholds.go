@@ -144,3 +144,23 @@ func serveHolds(ctx context.Context, nc *nats.Conn, gate *hold.Gate, log zerolog
 	_ = sub.Unsubscribe()
 	return nil
 }
+
+// lead is what the holder of the schedule's lease runs on NATS: the
+// schedule and the deferred prompts every process keeps in the bucket,
+// until ctx ends (the lease lost) or one of them fails.
+func (g *assembly) lead(ctx context.Context) error {
+	if g.deferKV == nil {
+		return g.sched.Lead(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deferErr := make(chan error, 1)
+	go func() {
+		err := g.deferKV.Run(ctx, fireDeferred(g.core.Queue.Enqueue))
+		cancel() // a loop that failed gives up the lease with the schedule
+		deferErr <- err
+	}()
+	err := g.sched.Lead(ctx)
+	cancel()
+	return errors.Join(err, <-deferErr)
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/jonboulle/clockwork"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
@@ -170,5 +171,76 @@ func TestHoldForwarder(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "agents.md")); string(b) != cron.Content {
 		t.Fatalf("agents.md = %q", b)
+	}
+}
+
+// defersOrAnswers defers "Check the deploy." by a minute when asked to,
+// and answers the deferred prompt with the process's name.
+func defersOrAnswers(name string) func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+	return func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		if strings.Contains(req.Prompt, "A prompt you deferred") {
+			return backends.Result{Text: name + ": Deploy is done.", SessionID: "s-" + name}, nil
+		}
+		return backends.Result{Text: "I'll check later.\n" +
+			`<discord-action>{"type":"defer","channel":"general","prompt":"Check the deploy.","delaySeconds":60}</discord-action>`, SessionID: "s-" + name}, nil
+	}
+}
+
+// A prompt deferred by the agent on a worker is kept on NATS and fired by
+// the run node when due, after that worker has stopped, once.
+func TestAPromptDeferredOnAWorkerFiresAfterItStops(t *testing.T) {
+	srv := runNATS(t)
+	clock := clockwork.NewFakeClock()
+	env := func(extra ...string) map[string]string {
+		return clusterEnv(srv.ClientURL(), append([]string{config.ActionsEnv("moderation"), "true"}, extra...)...)
+	}
+	run := startGateway(t, harnessOptions{clock: clock, respond: answeredBy("run"), env: env(config.EnvMaxConcurrent, "0")})
+	a := startGateway(t, harnessOptions{fd: run.fd, clock: clock, worker: true, respond: defersOrAnswers("a"), env: env()})
+	run.mention(run.channel, "check the deploy in a minute")
+	if got := run.waitReplies(run.channel, 1)[0].Content; !strings.Contains(got, "will run a prompt in #general") {
+		t.Fatalf("reply = %q, want the defer done", got)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.cfg.ConfigDir, "deferred.json")); err == nil {
+		t.Fatal("the worker kept the deferred prompt in its CONFIG_DIR")
+	}
+	startGateway(t, harnessOptions{fd: run.fd, clock: clock, worker: true, respond: defersOrAnswers("b"), env: env()})
+	answers := func() int {
+		n := 0
+		for _, m := range run.fd.BotMessages(run.channel) {
+			if m.Content == "b: Deploy is done." {
+				n++
+			}
+		}
+		return n
+	}
+	// The clock moves until the prompt is due and its answer is in.
+	run.fd.Wait(t, "the deferred prompt's answer", waitLong, func() bool {
+		clock.Advance(5 * time.Second)
+		return answers() > 0
+	})
+	js := jetStream(t, srv)
+	kv, err := js.KeyValue(context.Background(), "gateway-deferred")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.fd.Wait(t, "the prompt removed from the bucket", waitLong, func() bool {
+		keys, err := kv.ListKeys(context.Background())
+		if err != nil {
+			return false
+		}
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		return n == 0
+	})
+	for range 24 {
+		clock.Advance(5 * time.Second)
+	}
+	if n := answers(); n != 1 {
+		t.Fatalf("the deferred prompt was answered %d times, want once", n)
 	}
 }
