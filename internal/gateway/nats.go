@@ -156,6 +156,9 @@ func CheckNATS(ctx context.Context, cfg *config.Config) error {
 	if err := checkSharedLogs(ctx, cfg, js); err != nil {
 		return fmt.Errorf("the shared ledger and archive on NATS JetStream (%s=%s): %w", config.EnvNATSURL, servers, err)
 	}
+	if err := checkSharedBuckets(ctx, cfg, js); err != nil {
+		return fmt.Errorf("the shared state on NATS JetStream (%s=%s): %w", config.EnvNATSURL, servers, err)
+	}
 	return nil
 }
 

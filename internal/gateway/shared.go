@@ -11,7 +11,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/cluster"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/jsinbox"
+	"github.com/agentgateway/gateway/internal/kvdeferred"
 	"github.com/agentgateway/gateway/internal/kvpersona"
 	"github.com/agentgateway/gateway/internal/kvstate"
 	"github.com/agentgateway/gateway/internal/proc"
@@ -148,4 +151,30 @@ func (p patientTranscripts) Save(ctx context.Context, backend, home, workDir, id
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// checkSharedBuckets checks the buckets of the shared state as the
+// processes create them, creating nothing (doctor): a missing one is
+// jsinbox.ErrNotSetUp.
+func checkSharedBuckets(ctx context.Context, cfg *config.Config, js jetstream.JetStream) error {
+	r := cfg.NATSReplicas
+	for _, want := range []jetstream.KeyValueConfig{
+		kvstate.SessionsConfig(kvstate.Options{Replicas: r}),
+		kvpersona.PersonaBucketConfig(r),
+		kvpersona.MemoryBucketConfig(r),
+		kvdeferred.BucketConfig(r),
+		cluster.LeaseBucket(cluster.DefaultLeaseTTL, r),
+		cluster.WorkerBucket(cluster.DefaultWorkerTTL, r),
+	} {
+		if _, err := jsinbox.CheckBucket(ctx, js, want); err != nil {
+			return err
+		}
+	}
+	want := kvstate.TranscriptsConfig(kvstate.Options{Replicas: r})
+	if _, err := js.ObjectStore(ctx, want.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("object store %s: %w", want.Bucket, jsinbox.ErrNotSetUp)
+	} else if err != nil {
+		return fmt.Errorf("look up object store %s: %w", want.Bucket, err)
+	}
+	return nil
 }
