@@ -22,7 +22,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/agentgateway/gateway/internal/cli.Version=$(VERSION)
 
-.PHONY: help build run chat release test lint fuzz conformance chaos chaos-cluster clis bench footprint soak clean browser
+.PHONY: help build run chat release test test-worker lint fuzz conformance chaos chaos-cluster clis bench footprint soak clean browser
 .DEFAULT_GOAL := build
 
 help: ## list the targets
@@ -57,6 +57,9 @@ release: ## static binaries for linux/amd64 and linux/arm64 in dist/, version st
 
 test: lint ## lint, then unit, property and end-to-end tests (no network, no token)
 	$(GO) test -race -count=1 ./...
+
+test-worker: ## the end-to-end acceptance tests again, each gateway a gateway run taking prompts plus a gateway worker on its own CONFIG_DIR running every turn, on a real NATS server (the list: internal/gateway/testdata/e2e-on-a-worker.txt)
+	GATEWAY_E2E_WORKER=1 $(GO) test -race -count=1 -run "^($$(paste -sd'|' internal/gateway/testdata/e2e-on-a-worker.txt))$$" ./internal/gateway/
 
 lint: ## go vet and the gofmt check
 	$(GO) vet ./...

@@ -120,6 +120,17 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 	for k, v := range o.env {
 		env[k] = v
 	}
+	// GATEWAY_E2E_WORKER=1 runs a test's gateway as a gateway run that
+	// only takes prompts and a gateway worker on a CONFIG_DIR of its own
+	// that runs every turn, on a real NATS server: the same acceptance
+	// checks must pass (make test-worker runs the ones that apply).
+	spread := os.Getenv("GATEWAY_E2E_WORKER") == "1" && !o.worker && env[config.EnvNATSURL] == ""
+	if spread {
+		env[config.EnvNATSURL] = runNATS(t).ClientURL()
+		env[config.EnvNATSPartitions] = "8"
+		env[config.EnvNATSAckWait] = "3s"
+		env[config.EnvMaxConcurrent] = "0"
+	}
 	var environ []string
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
@@ -178,6 +189,21 @@ func startGateway(t *testing.T, o harnessOptions) *harness {
 		return h
 	case <-time.After(waitLong):
 		t.Fatal("gateway did not connect")
+	}
+	if spread {
+		wo := o
+		wo.fd, wo.worker, wo.configDir, wo.setup = h.fd, true, "", nil
+		wo.webhookAddr, wo.admin, wo.signals = nil, nil, nil
+		if wo.backend == nil {
+			wo.backend = h.backend // the test reads the requests there
+		}
+		wo.env = map[string]string{}
+		for k, v := range env {
+			if k != config.EnvConfigDir && k != config.EnvMaxConcurrent && k != config.EnvWebhookAddr && k != config.EnvAdminAddr {
+				wo.env[k] = v
+			}
+		}
+		startGateway(t, wo)
 	}
 	return h
 }
