@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options, log zerolog.Logg
 		lost = g.bot.Wait(ctx)
 	}
 	return shutdown{cfg: cfg, opts: opts, log: log, in: g.in, bot: g.bot, core: g.core, sched: g.sched,
-		webhooks: g.webhooks, background: bg, turns: turns, cluster: g.node}.run(lost)
+		webhooks: g.webhooks, background: bg, turns: turns, cluster: g.node, shared: g.shared}.run(lost)
 }
 
 // openLedger opens the cost ledger; a write it cannot make later is

@@ -100,6 +100,20 @@ func (s *sharedLogs) Run(ctx context.Context) error {
 	return nil
 }
 
+// Flush publishes what both logs hold now, bounded by ctx (a stopping
+// process, after Run returned); what is left goes out at the next start.
+func (s *sharedLogs) Flush(ctx context.Context) {
+	s.mu.Lock()
+	logs := append([]*kvlog.Log(nil), s.logs...)
+	s.mu.Unlock()
+	for _, lg := range logs {
+		if err := lg.Flush(ctx); err != nil {
+			s.log.Warn().Err(err).Msg("records not yet on NATS are published at the next start")
+			return
+		}
+	}
+}
+
 // checkSharedLogs checks both streams without creating them (doctor): a
 // missing one is kvlog.ErrNotSetUp.
 func checkSharedLogs(ctx context.Context, cfg *config.Config, js jetstream.JetStream) error {

@@ -56,8 +56,10 @@ type shutdown struct {
 	webhooks   *webhookServer
 	background *background
 	turns      turns
-	// cluster is this process's part of a gateway on NATS; nil without.
+	// cluster is this process's part of a gateway on NATS, shared the
+	// state it shares; nil without.
 	cluster *node
+	shared  *sharedState
 }
 
 // run stops the gateway after the Discord connection ended (lost, nil for
@@ -134,6 +136,12 @@ func (s shutdown) run(lost error) error {
 	if s.cluster != nil && s.cluster.disp != nil {
 		// What did not finish here goes to another process at once.
 		s.cluster.disp.GiveBack()
+	}
+	if s.shared != nil {
+		// The other processes count this one's last turns now.
+		flushCtx, cancelFlush := context.WithTimeout(context.Background(), 5*time.Second)
+		s.shared.logs.Flush(flushCtx)
+		cancelFlush()
 	}
 	if err := s.bot.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Debug().Err(err).Msg("closing the Discord connection")

@@ -476,6 +476,29 @@ func (l *Log) publishLoop(ctx context.Context) {
 	}
 }
 
+// Flush publishes the records waiting now, in order, until all are out or
+// ctx ends: the last step of a process that stops, so that the others
+// count what it recorded during its last turns. Call it after Run
+// returned; what it leaves is published at the next start.
+func (l *Log) Flush(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		if len(l.queue) == 0 {
+			l.mu.Unlock()
+			return nil
+		}
+		r := l.queue[0]
+		l.mu.Unlock()
+		if err := l.send(ctx, r); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.queue = l.queue[1:]
+		l.published = max(l.published, r.N)
+		l.mu.Unlock()
+	}
+}
+
 // refill reads the records left out of the queue from the local copy.
 func (l *Log) refill() error {
 	l.mu.Lock()

@@ -204,3 +204,29 @@ func TestBadOriginIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A stopping process publishes what it recorded after its Run stopped
+// (its last turns, during the drain), so the others count it before it
+// starts again.
+func TestFlushPublishesWhatWaitsAtTheStop(t *testing.T) {
+	js := jsOf(t)
+	ctx := context.Background()
+	a, b := &memory{}, &memory{}
+	la, err := Open(ctx, js, options(t, "a"), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := Open(ctx, js, options(t, "b"), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, lb)
+	a.record(la, "during the drain") // a's Run never runs again
+	if err := la.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to apply a's record", func() bool { return len(b.data()) == 1 })
+	if got := b.data(); got[0] != "a:during the drain" {
+		t.Fatalf("b applied %q", got)
+	}
+}
