@@ -277,10 +277,14 @@ func (g *assembly) buildCore(context.Context) error {
 		Shared:    g.shared,
 		StartID:   g.in.LastID(),
 		Prepare: func(ctx context.Context, e queue.Event) queue.Event {
-			// Read fresh per event, as on one machine; what the mirror
-			// writes is the operator's, not this turn's agent's.
-			if written := g.shared.syncPersona(ctx, cfg.ConfigDir, log); len(written) > 0 {
-				g.gate.Adopt(ctx, written...)
+			// A worker reads the operator's files fresh per event, as on
+			// one machine; what the mirror writes is the operator's, not
+			// this turn's agent's. A run node has them on disk already
+			// (its publisher pushes them on its reload tick).
+			if g.opts.Worker {
+				if written := g.shared.syncPersona(ctx, cfg.ConfigDir, log); len(written) > 0 {
+					g.gate.Adopt(ctx, written...)
+				}
 			}
 			return bot.PrepareThread(ctx, e)
 		},

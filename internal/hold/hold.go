@@ -389,16 +389,7 @@ func (g *Gate) EditAgents(ctx context.Context, change func(content string) (stri
 	if g.opts.Forward == nil {
 		return g.editAgentsLocked(ctx, change)
 	}
-	g.checkLocked(ctx, false)
-	name := schedule.AgentsFile
-	cur, err := g.readDisk(name)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
-	}
-	if cur != g.applied[name] {
-		return ErrUndecided
-	}
-	body, err := change(cur.Body)
+	cur, body, err := g.changeAgentsLocked(ctx, change)
 	if err != nil {
 		return err
 	}
@@ -407,22 +398,30 @@ func (g *Gate) EditAgents(ctx context.Context, change func(content string) (stri
 	}
 	fctx, cancel := context.WithTimeout(ctx, forwardWait)
 	defer cancel()
-	return g.opts.Forward(fctx, Proposal{File: name, Content: body, Base: cur.Body, BaseExists: cur.Exists, Cron: true})
+	return g.opts.Forward(fctx, Proposal{File: schedule.AgentsFile, Content: body, Base: cur.Body, BaseExists: cur.Exists, Cron: true})
+}
+
+// changeAgentsLocked reads agents.md as applied and returns it with what
+// change makes of it; ErrUndecided while a change to it waits for a
+// decision. op must be held.
+func (g *Gate) changeAgentsLocked(ctx context.Context, change func(content string) (string, error)) (cur text, body string, err error) {
+	g.checkLocked(ctx, false)
+	name := schedule.AgentsFile
+	if cur, err = g.readDisk(name); err != nil {
+		return cur, "", fmt.Errorf("read %s: %w", name, err)
+	}
+	if cur != g.applied[name] {
+		return cur, "", ErrUndecided
+	}
+	body, err = change(cur.Body)
+	return cur, body, err
 }
 
 // editAgentsLocked is EditAgents on the process that fires the schedule,
 // with op held.
 func (g *Gate) editAgentsLocked(ctx context.Context, change func(content string) (string, error)) error {
-	g.checkLocked(ctx, false)
 	name := schedule.AgentsFile
-	cur, err := g.readDisk(name)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
-	}
-	if cur != g.applied[name] {
-		return ErrUndecided
-	}
-	body, err := change(cur.Body)
+	cur, body, err := g.changeAgentsLocked(ctx, change)
 	if err != nil {
 		return err
 	}
