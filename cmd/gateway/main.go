@@ -4,11 +4,12 @@ package main
 
 import (
 	"os"
-	// Cron jobs name IANA time zones; embed the database so they work on
-	// machines and images without /usr/share/zoneinfo.
-	_ "time/tzdata"
 
 	"github.com/agentgateway/gateway/internal/cli"
+	// Cron jobs name IANA time zones; embed the database so they work on
+	// machines and images without /usr/share/zoneinfo (gzipped: a quarter
+	// of time/tzdata's size).
+	_ "github.com/agentgateway/gateway/internal/tzdata"
 )
 
 func main() {
