@@ -273,7 +273,7 @@ func (g *assembly) buildCore(context.Context) error {
 		Hooks:     g.hooks,
 		EnvFile:   g.opts.EnvFile,
 		Turns:     turnWatchers{g.gate, durable},
-		Journal:   durable,
+		Journal:   durable.journal(),
 		Elsewhere: g.node != nil,
 		Shared:    g.shared,
 		StartID:   g.in.LastID(),

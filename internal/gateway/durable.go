@@ -78,6 +78,39 @@ func (d *durable) AppendAssign(e queue.Event) (queue.Event, error) {
 	return e, err
 }
 
+// stager is an inbox that records an event in two steps (the embedded
+// one): staged in order, committed with the others of its batch.
+type stager interface {
+	Stage(e queue.Event, seen ...inbox.Seen) (commit func() error, err error)
+}
+
+// journal is what the queue records events in: with an inbox that
+// stages, a queue.Stager, so that concurrent prompts share the inbox's
+// fsync instead of taking one each under the queue's append lock.
+func (d *durable) journal() queue.Journal {
+	if _, ok := d.in.(stager); ok {
+		return stagingDurable{d}
+	}
+	return d
+}
+
+// stagingDurable is the journal of an inbox that stages.
+type stagingDurable struct{ *durable }
+
+var _ queue.Stager = stagingDurable{}
+
+// Stage implements queue.Stager.
+func (s stagingDurable) Stage(e queue.Event) (func() error, error) {
+	commit, err := s.in.(stager).Stage(e, seenBy(e)...)
+	if err != nil {
+		if errors.Is(err, inbox.ErrDuplicate) {
+			err = fmt.Errorf("%w: %w", queue.ErrDuplicate, err)
+		}
+		return nil, err
+	}
+	return commit, nil
+}
+
 // seenBy is the newest message a Discord prompt's event proves seen.
 func seenBy(e queue.Event) []inbox.Seen {
 	if e.Source != discord.Source || e.Kind != queue.KindMessage {

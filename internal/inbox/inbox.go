@@ -2,12 +2,18 @@
 // every event is written here before anything acknowledges it, moves
 // through its states here, and is taken up from here after a crash.
 //
-// The store is one append-only log file: each mutation is a checksummed
-// record, fsync'd before the call returns. Concurrent callers share fsyncs
-// (group commit): while one batch is being synced, later records collect
-// and the next sync covers them all. A record torn by a crash can only be
-// the last one; Open cuts it off, so a crash loses at most the mutation
-// that had not returned yet. The log is rewritten from memory (compacted)
+// The store is one append-only log file of checksummed records. Concurrent
+// callers share fsyncs (group commit): while one batch is being synced,
+// later records collect and the next sync covers them all. The records a
+// restart depends on (Add, Replied, ToolStarted, and an end without a
+// delivered reply) are fsync'd before the call returns; the others
+// (Started, Delivered, an answered event's Finish) ride along: they are
+// written with the next batch, or by the log's flusher within
+// lazyFlushDelay, and the call does not wait. Losing one of those to a
+// crash repeats only what is safe to repeat: a turn that had not started a
+// tool, or a message posted again under its enforced nonce. The log keeps
+// its order, so a record on disk implies every record before it is. A
+// record torn by a crash can only be the last one; Open cuts it off. The log is rewritten from memory (compacted)
 // when it has grown to several times what it holds, dropping finished
 // events beyond the retention (Options.KeepFor, KeepMax).
 //
@@ -169,9 +175,19 @@ type Inbox struct {
 	failed   uint64
 	closed   bool
 
+	// kick wakes the flusher when a record that rides along was staged;
+	// stop ends it (Close) and flusherDone says it ended.
+	kick        chan struct{}
+	stop        chan struct{}
+	flusherDone chan struct{}
+
 	// syncHook, if set, is called for each fsync (tests count them).
 	syncHook func()
 }
+
+// lazyFlushDelay bounds how long a record that rides along waits in memory
+// for a batch that is synced anyway before the flusher writes it itself.
+const lazyFlushDelay = 10 * time.Millisecond
 
 // Open opens the log at path, creating it (0600, its directory 0700) if
 // needed, and replays it.
@@ -196,6 +212,7 @@ func Open(path string, opts Options) (*Inbox, error) {
 		seen:    map[string]Seen{},
 	}
 	in.cond = sync.NewCond(&in.mu)
+	in.kick, in.stop, in.flusherDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read the inbox: %w", err)
@@ -208,6 +225,7 @@ func Open(path string, opts Options) (*Inbox, error) {
 		if err := in.rewrite(); err != nil {
 			return nil, err
 		}
+		go in.flusher()
 		return in, nil
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
@@ -235,6 +253,7 @@ func Open(path string, opts Options) (*Inbox, error) {
 			return nil, err
 		}
 	}
+	go in.flusher()
 	return in, nil
 }
 
@@ -371,23 +390,68 @@ func newer(a, b string) bool {
 
 // mutate checks and applies r and makes it durable.
 func (in *Inbox) mutate(r record) error {
-	r.At = in.opts.Now().UTC()
 	in.mu.Lock()
-	if err := in.writableLocked(); err != nil {
+	if err := in.stageLocked(r); err != nil {
 		in.mu.Unlock()
+		return err
+	}
+	return in.commitLocked(in.gen)
+}
+
+// mutateLazily checks and applies r and hands it to the next batch without
+// waiting for it: a record that rides along.
+func (in *Inbox) mutateLazily(r record) error {
+	in.mu.Lock()
+	err := in.stageLocked(r)
+	in.mu.Unlock()
+	if err == nil {
+		select {
+		case in.kick <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// stageLocked checks r, applies it and appends it to the batch being
+// collected (in.gen).
+func (in *Inbox) stageLocked(r record) error {
+	r.At = in.opts.Now().UTC()
+	if err := in.writableLocked(); err != nil {
 		return err
 	}
 	b, err := encode(r)
 	if err != nil {
-		in.mu.Unlock()
 		return err
 	}
 	if err := in.apply(r); err != nil {
-		in.mu.Unlock()
 		return err
 	}
 	in.buf = append(in.buf, b...)
-	return in.commitLocked()
+	return nil
+}
+
+// flusher writes the records that ride along when no caller's batch took
+// them within lazyFlushDelay.
+func (in *Inbox) flusher() {
+	defer close(in.flusherDone)
+	for {
+		select {
+		case <-in.stop:
+			return
+		case <-in.kick:
+		}
+		select {
+		case <-in.stop:
+			return
+		case <-time.After(lazyFlushDelay):
+		}
+		in.mu.Lock()
+		if len(in.buf) > 0 && !in.flushing && !in.closed && in.err == nil {
+			in.flushLocked(false)
+		}
+		in.mu.Unlock()
+	}
 }
 
 func (in *Inbox) writableLocked() error {
@@ -400,11 +464,10 @@ func (in *Inbox) writableLocked() error {
 	return nil
 }
 
-// commitLocked waits until the batch holding the caller's record is
-// synced, leading the write itself when no other caller is. It is called
-// with mu held and returns with it released.
-func (in *Inbox) commitLocked() error {
-	mine := in.gen
+// commitLocked waits until batch mine (the one holding the caller's
+// record) is synced, leading the write itself when no other caller is. It
+// is called with mu held and returns with it released.
+func (in *Inbox) commitLocked(mine uint64) error {
 	for in.synced <= mine {
 		if in.err != nil && in.failed <= mine {
 			break
@@ -413,7 +476,7 @@ func (in *Inbox) commitLocked() error {
 			in.cond.Wait()
 			continue
 		}
-		in.flushLocked()
+		in.flushLocked(false)
 	}
 	var err error
 	if in.err != nil && in.failed <= mine {
@@ -423,14 +486,15 @@ func (in *Inbox) commitLocked() error {
 	return err
 }
 
-// flushLocked writes and syncs the current batch (or compacts, which
-// covers it); mu is released meanwhile.
-func (in *Inbox) flushLocked() {
+// flushLocked writes and syncs the current batch, or compacts (which
+// covers it) when compact is set or the log has grown enough; mu is
+// released while the batch is written.
+func (in *Inbox) flushLocked(compact bool) {
 	in.flushing = true
 	batch := in.gen
 	in.gen++
 	var err error
-	if in.size+int64(len(in.buf)) > max(compactMin, 4*in.compacted) {
+	if compact || in.size+int64(len(in.buf)) > max(compactMin, 4*in.compacted) {
 		in.buf = nil
 		err = in.rewriteLocked()
 	} else {
@@ -453,6 +517,9 @@ func (in *Inbox) flushLocked() {
 	in.flushing = false
 	if err != nil && in.err == nil {
 		in.err, in.failed = fmt.Errorf("write the inbox: %w", err), batch
+		if compact {
+			in.err = err // rewriteLocked's errors say what failed
+		}
 	}
 	in.synced = batch + 1
 	in.cond.Broadcast()
@@ -462,11 +529,36 @@ func (in *Inbox) flushLocked() {
 // e.Key recorded before returns ErrDuplicate and writes nothing. seen is
 // recorded in the same record: the newest messages the event proves seen.
 func (in *Inbox) Add(e queue.Event, seen ...Seen) error {
-	return in.mutate(record{T: recAdd, Event: &e, Seen: seen})
+	commit, err := in.Stage(e, seen...)
+	if err != nil {
+		return err
+	}
+	return commit()
+}
+
+// Stage records an accepted event as Add does, in two steps: the record is
+// checked, applied and placed in the batch being collected before Stage
+// returns (so the next Stage may follow it with a higher id), and commit
+// waits until that batch is on disk. Callers that number events under a
+// lock stage under it and commit outside it, so that the events of many
+// callers share one fsync.
+func (in *Inbox) Stage(e queue.Event, seen ...Seen) (commit func() error, err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.stageLocked(record{T: recAdd, Event: &e, Seen: seen}); err != nil {
+		return nil, err
+	}
+	mine := in.gen
+	return func() error {
+		in.mu.Lock()
+		return in.commitLocked(mine)
+	}, nil
 }
 
 // Started records that the event's turn starts: Running, one more attempt.
-func (in *Inbox) Started(id uint64) error { return in.mutate(record{T: recStart, ID: id}) }
+// It rides along: a crash before the next batch leaves the event accepted,
+// and it runs again (it had not started a tool: ToolStarted is synced).
+func (in *Inbox) Started(id uint64) error { return in.mutateLazily(record{T: recStart, ID: id}) }
 
 // ToolStarted records that the current attempt started a tool; once per
 // attempt is written.
@@ -486,17 +578,32 @@ func (in *Inbox) Replied(id uint64, text string, files ...string) error {
 	return in.mutate(record{T: recReply, ID: id, Text: text, Files: files})
 }
 
-// Delivered records that message chunk of the reply is on Discord.
+// Delivered records that message chunk of the reply is on Discord. It
+// rides along: after a crash before the next batch the chunk is posted
+// again with the same nonce, which Discord answers with the message it
+// already has.
 func (in *Inbox) Delivered(id uint64, chunk int, messageID string) error {
-	return in.mutate(record{T: recDeliver, ID: id, Chunk: chunk, Message: messageID})
+	return in.mutateLazily(record{T: recDeliver, ID: id, Chunk: chunk, Message: messageID})
 }
 
-// Finish records how the event ended; s must be an end state.
+// Finish records how the event ended; s must be an end state. An event
+// answered with a recorded reply finishes lazily (a restart before the
+// next batch finds its reply and delivers what is missing, under the same
+// nonces); every other end is synced, so that a turn that ended is not run
+// again.
 func (in *Inbox) Finish(id uint64, s State) error {
 	if !s.Finished() {
 		return fmt.Errorf("inbox: finish event %d as %s: not an end state", id, s)
 	}
-	return in.mutate(record{T: recFinish, ID: id, State: s})
+	r := record{T: recFinish, ID: id, State: s}
+	in.mu.Lock()
+	e := in.entries[id]
+	lazy := s == Answered && e != nil && (e.Reply != "" || len(e.Files) > 0)
+	in.mu.Unlock()
+	if lazy {
+		return in.mutateLazily(r)
+	}
+	return in.mutate(r)
 }
 
 // See records the newest messages seen without an event; none lowers a
@@ -602,17 +709,36 @@ func (in *Inbox) Close() error {
 		in.mu.Unlock()
 		return nil
 	}
+	var err error
+	if len(in.buf) > 0 && in.err == nil {
+		in.flushLocked(false)
+		err = in.err
+	}
 	in.closed = true
 	f := in.f
 	in.mu.Unlock()
-	return f.Close()
+	close(in.stop)
+	<-in.flusherDone
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// rewrite writes a fresh log from memory (Open's compaction and creation).
+// rewrite writes a fresh log from memory (Open's compaction and creation),
+// as a batch of its own: the records collected so far are in it.
 func (in *Inbox) rewrite() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.rewriteLocked()
+	for in.flushing {
+		in.cond.Wait()
+	}
+	failed := in.err
+	in.flushLocked(true)
+	if in.err != failed {
+		return in.err
+	}
+	return nil
 }
 
 // rewriteLocked replaces the log with a fresh one holding what is kept:

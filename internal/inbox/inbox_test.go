@@ -3,9 +3,11 @@ package inbox
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,6 +127,19 @@ type model struct {
 	lastID  uint64
 }
 
+func (m model) clone() model {
+	c := model{entries: maps.Clone(m.entries), keys: maps.Clone(m.keys), lastID: m.lastID}
+	for id, e := range c.entries {
+		c.entries[id] = e.clone()
+	}
+	return c
+}
+
+// TestPropertyCrashesLoseNothing runs random mutations with crashes and
+// compactions between them. After a crash the inbox must be the state
+// after some prefix of the mutations that includes every synced one
+// (Add, ToolStarted, Replied, a Finish without a reply): what rides along
+// may be lost, only from the end, and never anything a caller waited for.
 func TestPropertyCrashesLoseNothing(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -132,14 +147,19 @@ func TestPropertyCrashesLoseNothing(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "inbox.log")
 			in := open(t, path, Options{})
 			m := model{entries: map[uint64]Entry{}, keys: map[string]bool{}}
+			// history holds the state after each mutation since the last
+			// crash; history[durable:] are the states a crash may leave.
+			history, durable := []model{m.clone()}, 0
 			ids := func() []uint64 {
 				var out []uint64
 				for id := range m.entries {
 					out = append(out, id)
 				}
+				slices.Sort(out)
 				return out
 			}
 			for step := 0; step < 300; step++ {
+				synced := true
 				switch op := r.IntN(10); {
 				case op < 3:
 					m.lastID++
@@ -172,7 +192,11 @@ func TestPropertyCrashesLoseNothing(t *testing.T) {
 					case 0:
 						must(t, in.Started(id))
 						en.State, en.Attempts, en.ToolStarted = Running, en.Attempts+1, false
+						synced = false
 					case 1:
+						if en.ToolStarted {
+							continue // written once per attempt
+						}
 						must(t, in.ToolStarted(id))
 						en.ToolStarted = true
 					case 2:
@@ -180,31 +204,75 @@ func TestPropertyCrashesLoseNothing(t *testing.T) {
 						en.Reply = fmt.Sprint("reply ", step)
 					case 3:
 						must(t, in.Delivered(id, len(en.Delivered), fmt.Sprint("m", step)))
-						d := map[int]string{}
-						for k, v := range en.Delivered {
-							d[k] = v
+						d := maps.Clone(en.Delivered)
+						if d == nil {
+							d = map[int]string{}
 						}
 						d[len(en.Delivered)] = fmt.Sprint("m", step)
 						en.Delivered = d
+						synced = false
 					case 4:
 						s := []State{Answered, Failed, Dropped}[r.IntN(3)]
 						must(t, in.Finish(id, s))
 						en.State = s
+						synced = !(s == Answered && en.Reply != "")
 					}
 					m.entries[id] = en
 				case op == 8:
-					// A crash: the inbox is dropped without Close.
+					crash(in)
 					in = open(t, path, Options{})
-					check(t, in, m)
+					m = matchPrefix(t, in, history[durable:])
+					history, durable = []model{m.clone()}, 0
+					continue
 				default:
 					must(t, in.rewrite())
 					check(t, in, m)
+				}
+				history = append(history, m.clone())
+				if synced {
+					durable = len(history) - 1
 				}
 			}
 			in.Close()
 			check(t, open(t, path, Options{}), m)
 		})
 	}
+}
+
+// matchPrefix returns the state of candidates that in holds, failing the
+// test when it holds none of them.
+func matchPrefix(t *testing.T, in *Inbox, candidates []model) model {
+	t.Helper()
+	for i := len(candidates) - 1; i >= 0; i-- {
+		if same(in, candidates[i]) {
+			return candidates[i].clone()
+		}
+	}
+	last := candidates[len(candidates)-1]
+	t.Fatalf("after a crash the inbox holds none of the %d states it may (the last synced one and those after it); against the newest:\n%s",
+		len(candidates), diffState(in, last))
+	return model{}
+}
+
+func same(in *Inbox, m model) bool { return diffState(in, m) == "" }
+
+func diffState(in *Inbox, m model) string {
+	if in.LastID() != m.lastID {
+		return fmt.Sprintf("LastID = %d, want %d", in.LastID(), m.lastID)
+	}
+	if n := in.Stats().Entries; n != len(m.entries) {
+		return fmt.Sprintf("%d entries, want %d", n, len(m.entries))
+	}
+	for id, want := range m.entries {
+		got, ok := in.Get(id)
+		if !ok {
+			return fmt.Sprintf("event %d lost", id)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Entry{}, "Updated"), cmpopts.EquateEmpty()); diff != "" {
+			return fmt.Sprintf("event %d (-want +got):\n%s", id, diff)
+		}
+	}
+	return ""
 }
 
 func check(t *testing.T, in *Inbox, m model) {
@@ -327,7 +395,7 @@ func TestGroupCommitSharesSyncs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			must(t, in.Started(id))
+			must(t, in.Replied(id, fmt.Sprint("answer ", id)))
 		}()
 	}
 	wg.Wait()
@@ -339,8 +407,10 @@ func TestGroupCommitSharesSyncs(t *testing.T) {
 	in.Close()
 	in = open(t, path, Options{})
 	defer in.Close()
-	if st := in.Stats(); st.Running != n {
-		t.Fatalf("after reopen %d running, want %d", st.Running, n)
+	for id := uint64(1); id <= n; id++ {
+		if e, _ := in.Get(id); e.Reply != fmt.Sprint("answer ", id) {
+			t.Fatalf("after reopen event %d has reply %q", id, e.Reply)
+		}
 	}
 }
 
@@ -471,5 +541,84 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// crash drops in as a killed process would: what was written stays in
+// the file, records still in memory are lost, and nothing is written
+// afterwards.
+func crash(in *Inbox) {
+	in.mu.Lock()
+	for in.flushing {
+		in.cond.Wait()
+	}
+	in.buf = nil
+	in.closed = true
+	f := in.f
+	in.mu.Unlock()
+	close(in.stop)
+	<-in.flusherDone
+	f.Close()
+}
+
+func TestRidingRecordsReachTheDiskWithoutAnotherWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.log")
+	in := open(t, path, Options{})
+	defer in.Close()
+	must(t, in.Add(event(1, "")))
+	must(t, in.Started(1))
+	must(t, in.Delivered(1, 0, "m1"))
+	// Nothing else is written: the flusher must write them by itself.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe := &Inbox{entries: map[uint64]*Entry{}, keys: map[string]uint64{}, seen: map[string]Seen{}}
+		probe.replay(data)
+		if e := probe.entries[1]; e != nil && e.State == Running && e.Delivered[0] == "m1" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Started and Delivered were not written within 10 s without another write to carry them")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestStagedAddsShareSyncs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.log")
+	in := open(t, path, Options{})
+	var syncs atomic.Int64
+	in.syncHook = func() { syncs.Add(1) }
+	// As the queue does: stage in id order under one lock, commit outside.
+	const n = 200
+	var mu sync.Mutex
+	var next uint64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mu.Lock()
+			next++
+			commit, err := in.Stage(event(next, ""))
+			mu.Unlock()
+			must(t, err)
+			must(t, commit())
+		}()
+	}
+	wg.Wait()
+	if got := syncs.Load(); got >= n {
+		t.Errorf("%d syncs for %d concurrent Adds, want fewer (group commit)", got, n)
+	} else {
+		t.Logf("%d concurrent Adds took %d syncs", n, got)
+	}
+	in.Close()
+	in = open(t, path, Options{})
+	defer in.Close()
+	if st := in.Stats(); st.Waiting != n {
+		t.Fatalf("after reopen %d waiting, want %d", st.Waiting, n)
 	}
 }

@@ -87,6 +87,18 @@ type Assigner interface {
 	AppendAssign(e Event) (Event, error)
 }
 
+// Stager is a Journal that records in two steps, so that the events of
+// concurrent Enqueue calls share one write to disk (group commit): Stage
+// places e in the store's order and returns at once (the queue calls it
+// under its append lock, ids ascending), and commit waits until e is
+// durable (the queue calls it without any lock held). An event is accepted
+// only once its commit returned nil, and accepted events enter their lanes
+// in id order.
+type Stager interface {
+	Journal
+	Stage(e Event) (commit func() error, err error)
+}
+
 // journal records e in the journal; it returns e with the id to use.
 func (q *Queue) journal(e Event) (Event, error) {
 	if a, ok := q.opts.Journal.(Assigner); ok {
@@ -163,7 +175,24 @@ type Queue struct {
 	running int      // handlers in flight
 	closed  bool
 	ctx     context.Context // set by Run; nil until then
-	changed chan struct{}   // closed and replaced whenever a handler finishes
+	changed chan struct{}   // closed and replaced whenever a handler finishes or a staged event settles
+
+	// staged are the events a Stager holds, in id order, that are not yet
+	// in their lanes: their commit is in flight, or an older one's is.
+	staged []*stagedEvent
+	// stagedIn counts staged events per lane, for the limits.
+	stagedIn map[string]int
+}
+
+// stagedEvent is an event between Stage and its lane.
+type stagedEvent struct {
+	e         Event
+	committed bool  // its commit returned
+	err       error // what its commit returned
+	receipt   Receipt
+	// settled is closed once the event entered its lane or was refused;
+	// receipt and err are final then.
+	settled chan struct{}
 }
 
 type lane struct {
@@ -189,11 +218,12 @@ func New(opts Options, handler Handler) *Queue {
 		opts.Now = time.Now
 	}
 	return &Queue{
-		opts:    opts,
-		handler: handler,
-		nextID:  opts.StartID,
-		lanes:   map[string]*lane{},
-		changed: make(chan struct{}),
+		opts:     opts,
+		handler:  handler,
+		nextID:   opts.StartID,
+		lanes:    map[string]*lane{},
+		changed:  make(chan struct{}),
+		stagedIn: map[string]int{},
 	}
 }
 
@@ -210,29 +240,17 @@ func (q *Queue) Enqueue(e Event) (r Receipt, err error) {
 			q.opts.Enqueued(e, err)
 		}()
 	}
+	if st, ok := q.opts.Journal.(Stager); ok && !q.opts.Elsewhere {
+		return q.enqueueStaged(st, e)
+	}
 	q.appendMu.Lock()
 	defer q.appendMu.Unlock()
 	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return Receipt{}, ErrClosed
-	}
-	if q.waiting >= q.opts.MaxDepth {
-		q.mu.Unlock()
-		return Receipt{}, &FullError{Depth: q.waiting}
-	}
-	e.Lane = e.lane()
-	if l := q.lanes[e.Lane]; l != nil && q.opts.MaxPerLane > 0 && len(l.events) >= q.opts.MaxPerLane {
-		q.mu.Unlock()
-		return Receipt{}, &FullError{Depth: len(l.events), Lane: true}
-	}
-	now := q.opts.Now()
-	if now.Before(q.last) {
-		now = q.last // timestamps never go backwards, whatever the clock does
-	}
-	e.ID = q.nextID + 1
-	e.Time = now
+	now, err := q.admitLocked(&e)
 	q.mu.Unlock()
+	if err != nil {
+		return Receipt{}, err
+	}
 
 	if q.opts.Journal != nil {
 		var err error
@@ -249,6 +267,105 @@ func (q *Queue) Enqueue(e Event) (r Receipt, err error) {
 		return Receipt{Event: e, Waiting: true}, nil
 	}
 	return q.insertLocked(e), nil
+}
+
+// admitLocked applies the limits to e and gives it its lane, id and time;
+// the time is returned for q.last once e is recorded.
+func (q *Queue) admitLocked(e *Event) (time.Time, error) {
+	if q.closed {
+		return time.Time{}, ErrClosed
+	}
+	if depth := q.waiting + len(q.staged); depth >= q.opts.MaxDepth {
+		return time.Time{}, &FullError{Depth: depth}
+	}
+	e.Lane = e.lane()
+	if q.opts.MaxPerLane > 0 {
+		depth := q.stagedIn[e.Lane]
+		if l := q.lanes[e.Lane]; l != nil {
+			depth += len(l.events)
+		}
+		if depth >= q.opts.MaxPerLane {
+			return time.Time{}, &FullError{Depth: depth, Lane: true}
+		}
+	}
+	now := q.opts.Now()
+	if now.Before(q.last) {
+		now = q.last // timestamps never go backwards, whatever the clock does
+	}
+	e.ID = q.nextID + 1
+	e.Time = now
+	return now, nil
+}
+
+// enqueueStaged is Enqueue with a Stager: the event is staged under the
+// append lock, so ids and the store's order agree, and committed outside
+// it, so that concurrent events share the store's sync.
+func (q *Queue) enqueueStaged(j Stager, e Event) (Receipt, error) {
+	q.appendMu.Lock()
+	q.mu.Lock()
+	now, err := q.admitLocked(&e)
+	if err != nil {
+		q.mu.Unlock()
+		q.appendMu.Unlock()
+		return Receipt{}, err
+	}
+	se := &stagedEvent{e: e, settled: make(chan struct{})}
+	q.staged = append(q.staged, se)
+	q.stagedIn[e.Lane]++
+	q.mu.Unlock()
+
+	commit, err := j.Stage(e)
+
+	q.mu.Lock()
+	if err == nil {
+		q.nextID, q.last = max(q.nextID, e.ID), now
+	} else {
+		// Nothing was staged after it: the append lock is still held.
+		se.committed, se.err = true, err
+		q.settleLocked()
+	}
+	q.mu.Unlock()
+	q.appendMu.Unlock()
+
+	if err == nil {
+		err = commit()
+		q.mu.Lock()
+		se.committed, se.err = true, err
+		q.settleLocked()
+		q.mu.Unlock()
+	}
+	<-se.settled
+	if se.err != nil {
+		return Receipt{}, fmt.Errorf("journal event: %w", se.err)
+	}
+	return se.receipt, nil
+}
+
+// settleLocked moves the committed events at the head of the staged list
+// into their lanes (or drops those whose commit failed), in id order; an
+// event committed behind one still in flight waits for it.
+func (q *Queue) settleLocked() {
+	n := 0
+	for _, se := range q.staged {
+		if !se.committed {
+			break
+		}
+		n++
+		if q.stagedIn[se.e.Lane]--; q.stagedIn[se.e.Lane] == 0 {
+			delete(q.stagedIn, se.e.Lane)
+		}
+		if se.err == nil {
+			se.receipt = q.insertLocked(se.e)
+		}
+		close(se.settled)
+	}
+	if n == 0 {
+		return
+	}
+	clear(q.staged[:n])
+	q.staged = q.staged[n:]
+	close(q.changed)
+	q.changed = make(chan struct{})
 }
 
 // Keep records e in the journal for a later start without running it: a
@@ -326,7 +443,7 @@ func (q *Queue) Run(ctx context.Context) (dropped []Event, err error) {
 	<-ctx.Done()
 	q.Close()
 	q.mu.Lock()
-	for q.running > 0 {
+	for q.running > 0 || len(q.staged) > 0 {
 		changed := q.changed
 		q.mu.Unlock()
 		<-changed
@@ -379,7 +496,7 @@ func (q *Queue) Close() {
 func (q *Queue) Drain(ctx context.Context) error {
 	for {
 		q.mu.Lock()
-		if q.waiting == 0 && q.running == 0 {
+		if q.waiting == 0 && q.running == 0 && len(q.staged) == 0 {
 			q.mu.Unlock()
 			return nil
 		}

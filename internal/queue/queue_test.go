@@ -745,3 +745,107 @@ func TestCurrentListsTheRunningEvents(t *testing.T) {
 	close(r.gate(b.Event.ID))
 	drain(t, q)
 }
+
+// gatedStager is a Stager whose commits return when the test says.
+type gatedStager struct {
+	mu     sync.Mutex
+	staged []uint64
+	commit map[uint64]chan error
+	// stagedC reports each staged id.
+	stagedC chan uint64
+}
+
+func newGatedStager() *gatedStager {
+	return &gatedStager{commit: map[uint64]chan error{}, stagedC: make(chan uint64, 100)}
+}
+
+func (j *gatedStager) Append(Event) error { panic("Append called on a Stager") }
+
+func (j *gatedStager) Stage(e Event) (func() error, error) {
+	c := make(chan error, 1)
+	j.mu.Lock()
+	j.staged = append(j.staged, e.ID)
+	j.commit[e.ID] = c
+	j.mu.Unlock()
+	j.stagedC <- e.ID
+	return func() error { return <-c }, nil
+}
+
+func (j *gatedStager) finish(id uint64, err error) {
+	j.mu.Lock()
+	c := j.commit[id]
+	j.mu.Unlock()
+	c <- err
+}
+
+func TestStagedEventsEnterTheirLanesInIDOrder(t *testing.T) {
+	j := newGatedStager()
+	rec := newRecorder(true)
+	q := New(Options{MaxDepth: 10, MaxConcurrent: 1, Journal: j}, rec.handle)
+	type result struct {
+		r   Receipt
+		err error
+	}
+	results := map[uint64]chan result{}
+	for i := 1; i <= 3; i++ {
+		c := make(chan result, 1)
+		go func() {
+			r, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c", Text: fmt.Sprint(i)})
+			c <- result{r, err}
+		}()
+		id := <-j.stagedC // staged one after the other, in id order
+		results[id] = c
+	}
+	if q.Len() != 0 {
+		t.Fatalf("Len = %d before any commit returned, want 0: nothing is accepted before it is durable", q.Len())
+	}
+	// Event 3 and 2 are durable first; they wait for 1.
+	j.finish(3, nil)
+	j.finish(2, errors.New("disk full"))
+	select {
+	case r := <-results[3]:
+		t.Fatalf("event 3 accepted (%+v) before event 1, staged before it, settled", r)
+	default:
+	}
+	j.finish(1, nil)
+	for id, want := range map[uint64]bool{1: true, 2: false, 3: true} {
+		got := <-results[id]
+		if (got.err == nil) != want {
+			t.Errorf("event %d: %v, want accepted=%v", id, got.err, want)
+		}
+		if want && got.r.Event.ID != id {
+			t.Errorf("event %d accepted as %d", id, got.r.Event.ID)
+		}
+	}
+	runQueue(t, q)
+	drain(t, q)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if diff := cmp.Diff([]uint64{1, 3}, rec.started); diff != "" {
+		t.Errorf("started (-want +got):\n%s", diff)
+	}
+}
+
+func TestStagedEventsCountTowardsTheLimits(t *testing.T) {
+	j := newGatedStager()
+	q := New(Options{MaxDepth: 2, MaxPerLane: 1, MaxConcurrent: 1, Journal: j}, newRecorder(true).handle)
+	done := make(chan error, 1)
+	go func() { _, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}); done <- err }()
+	<-j.stagedC
+	var full *FullError
+	if _, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "a"}); !errors.As(err, &full) || !full.Lane {
+		t.Errorf("second event in lane a while the first is staged: %v, want the lane's limit", err)
+	}
+	go func() { _, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "b"}); done <- err }()
+	<-j.stagedC
+	if _, err := q.Enqueue(Event{Kind: KindMessage, ChannelID: "c"}); !errors.As(err, &full) || full.Lane {
+		t.Errorf("third event with two staged and MaxDepth 2: %v, want the queue's limit", err)
+	}
+	j.finish(1, nil)
+	j.finish(2, nil)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
