@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -476,7 +477,7 @@ func classifyClaudeResult(l *claudeLine, text string) *Error {
 	case knownAPIErrorType(jsonString(l.APIErrorType)) != "":
 		e.Kind = knownAPIErrorType(jsonString(l.APIErrorType))
 	default:
-		if m := apiErrorStatus.FindStringSubmatch(all); m != nil {
+		if m := apiErrorStatus().FindStringSubmatch(all); m != nil {
 			e.Status, _ = strconv.Atoi(m[1])
 			e.Kind = kindForStatus(e.Status)
 		} else {
@@ -487,7 +488,7 @@ func classifyClaudeResult(l *claudeLine, text string) *Error {
 }
 
 // apiErrorStatus finds the status in claude's "API Error: 401 {...}" text.
-var apiErrorStatus = regexp.MustCompile(`API Error: ([1-5][0-9][0-9])\b`)
+var apiErrorStatus = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`API Error: ([1-5][0-9][0-9])\b`) })
 
 // knownAPIErrorType returns the kind named by an Anthropic API error type
 // ("authentication_error", ...), or "" for other types.

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -102,7 +103,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	log := c.opts.Log.With().Str("backend", "codex").Logger()
 	started := time.Now()
 
-	if req.SessionID != "" && !codexThreadID.MatchString(req.SessionID) {
+	if req.SessionID != "" && !codexThreadID().MatchString(req.SessionID) {
 		return Result{}, &Error{Kind: KindStaleSession, Message: fmt.Sprintf("%q is not a codex thread id", req.SessionID)}
 	}
 	bin, err := c.binary()
@@ -231,7 +232,9 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 }
 
 // codexThreadID matches the thread ids codex issues (UUIDs).
-var codexThreadID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+var codexThreadID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+})
 
 // codexArgs builds the command line. The prompt is not on it: "-" makes
 // codex read it from stdin. env is the CLI's environment; profile names

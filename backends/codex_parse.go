@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // CodexParser turns the lines of `codex exec --json` (codex 0.169.0) into
@@ -318,7 +319,9 @@ const (
 
 // codexStatus finds the HTTP status in codex's "unexpected status 401
 // Unauthorized: …" and "exceeded retry limit, last status: 429 …" texts.
-var codexStatus = regexp.MustCompile(`(?:unexpected status|last status:?) ([1-5][0-9][0-9])\b`)
+var codexStatus = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:unexpected status|last status:?) ([1-5][0-9][0-9])\b`)
+})
 
 // classifyCodexMessage turns codex's description of a failed turn into an
 // *Error.
@@ -331,11 +334,11 @@ func classifyCodexMessage(msg string) *Error {
 	case strings.Contains(lower, "missing environment variable"), strings.Contains(lower, "not logged in"),
 		strings.Contains(lower, "codex login"), strings.Contains(lower, "incorrect api key"):
 		e.Kind = KindAuth
-		if m := codexStatus.FindStringSubmatch(msg); m != nil {
+		if m := codexStatus().FindStringSubmatch(msg); m != nil {
 			e.Status, _ = strconv.Atoi(m[1])
 		}
-	case codexStatus.MatchString(msg):
-		e.Status, _ = strconv.Atoi(codexStatus.FindStringSubmatch(msg)[1])
+	case codexStatus().MatchString(msg):
+		e.Status, _ = strconv.Atoi(codexStatus().FindStringSubmatch(msg)[1])
 		e.Kind = kindForStatus(e.Status)
 	case strings.Contains(lower, codexHighDemand):
 		e.Kind = KindAPI

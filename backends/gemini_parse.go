@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -272,7 +273,7 @@ func classifyGeminiError(raw json.RawMessage, lastError string) *Error {
 		msg = "gemini reported an error without a message"
 	}
 	e := &Error{Message: msg}
-	if m := geminiCode.FindStringSubmatch(msg); m != nil {
+	if m := geminiCode().FindStringSubmatch(msg); m != nil {
 		e.Status, _ = strconv.Atoi(m[1])
 	}
 	switch {
@@ -293,7 +294,7 @@ func classifyGeminiError(raw json.RawMessage, lastError string) *Error {
 }
 
 // geminiCode finds the HTTP status in an API error body quoted in a message.
-var geminiCode = regexp.MustCompile(`"code"\s*:\s*([1-5][0-9][0-9])\b`)
+var geminiCode = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"code"\s*:\s*([1-5][0-9][0-9])\b`) })
 
 // geminiStatusKind maps the google.rpc status words in a message to a kind,
 // or "".
@@ -355,7 +356,7 @@ func ClassifyGeminiStderr(stderr string) *Error {
 	}
 	// An API error in -o json mode, or printed before the stream started.
 	if strings.Contains(stderr, `"error"`) {
-		if m := geminiCode.FindStringSubmatch(stderr); m != nil {
+		if m := geminiCode().FindStringSubmatch(stderr); m != nil {
 			status, _ := strconv.Atoi(m[1])
 			return &Error{Kind: kindForStatus(status), Status: status, Message: lastLineWith(stderr, `"error"`)}
 		}

@@ -3,6 +3,7 @@ package backends
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // What the gateway knows of each CLI for a person who picks a model or
@@ -47,14 +48,16 @@ func KnownModels(backend string) []string {
 }
 
 var (
-	uuidID     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	opencodeID = regexp.MustCompile(`^ses_[A-Za-z0-9]{1,64}$`)
+	uuidID = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	})
+	opencodeID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ses_[A-Za-z0-9]{1,64}$`) })
 	// otherID is what an id of a CLI the gateway knows less of may hold:
 	// one argument that cannot pass for a flag or a path.
-	otherID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	otherID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`) })
 )
 
-func isUUID(id string) bool { return uuidID.MatchString(id) }
+func isUUID(id string) bool { return uuidID().MatchString(id) }
 
 // ValidSessionID reports whether id has the form of the backend's session
 // ids: a UUID for claude, codex, gemini and pi, ses_… for opencode, and
@@ -65,9 +68,9 @@ func ValidSessionID(backend, id string) bool {
 	case "claude", "codex", "gemini", "pi":
 		return isUUID(id)
 	case "opencode":
-		return opencodeID.MatchString(id)
+		return opencodeID().MatchString(id)
 	}
-	return otherID.MatchString(id) && !strings.Contains(id, "..")
+	return otherID().MatchString(id) && !strings.Contains(id, "..")
 }
 
 // ResumeArgs is the command line that continues session id of the backend

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // OpencodeParser turns the lines of `opencode run --format json` into
@@ -290,7 +291,7 @@ func (p *OpencodeParser) Result() (Result, error) {
 const opencodeSessionNotFound = "Session not found"
 
 // opencodeANSIEscape matches the colour codes opencode puts around "Error:".
-var opencodeANSIEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+var opencodeANSIEscape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`) })
 
 // classifyOpencodeStderr reads a run's stderr when the stream said nothing:
 // opencode prints "Error: Session not found" and exits 1 when --session
@@ -298,7 +299,7 @@ var opencodeANSIEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 // whether the run asked for a session. It returns nil when stderr names no
 // failure it knows.
 func classifyOpencodeStderr(stderr string, resumed bool) *Error {
-	clean := opencodeANSIEscape.ReplaceAllString(stderr, "")
+	clean := opencodeANSIEscape().ReplaceAllString(stderr, "")
 	if resumed && strings.Contains(clean, opencodeSessionNotFound) {
 		return &Error{Kind: KindStaleSession, Message: "opencode: " + opencodeSessionNotFound}
 	}
@@ -308,7 +309,7 @@ func classifyOpencodeStderr(stderr string, resumed bool) *Error {
 // opencodeErrorLine returns the last "Error: …" line of stderr without
 // colour codes, or "".
 func opencodeErrorLine(stderr string) string {
-	clean := opencodeANSIEscape.ReplaceAllString(stderr, "")
+	clean := opencodeANSIEscape().ReplaceAllString(stderr, "")
 	lines := strings.Split(clean, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "Error:") {

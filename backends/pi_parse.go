@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // PiParser turns the lines of `pi -p --mode json` into events. It is pure:
@@ -291,12 +292,12 @@ func classifyPiMessage(m *piMessage) *Error {
 
 // piLeadingStatus finds the HTTP status the SDKs put at the start of an
 // API error message ("401 {...}", "429 Too many requests").
-var piLeadingStatus = regexp.MustCompile(`^\s*([1-5][0-9][0-9])\b`)
+var piLeadingStatus = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*([1-5][0-9][0-9])\b`) })
 
 // classifyPiText turns pi's text for a failure into an *Error with a Kind.
 func classifyPiText(msg string) *Error {
 	e := &Error{Message: msg}
-	if m := piLeadingStatus.FindStringSubmatch(msg); m != nil {
+	if m := piLeadingStatus().FindStringSubmatch(msg); m != nil {
 		e.Status, _ = strconv.Atoi(m[1])
 	}
 	// The JSON body after the status, when there is one, names the type.

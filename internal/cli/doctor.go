@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -382,7 +383,7 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 	}
 	out = append(out, check{Name: label, OK: true, Detail: fmt.Sprintf("%s %s (%s)", name, version, path)})
 	if tested, ok := backends.Tested[name]; ok {
-		if v := semver.FindString(version); v != tested {
+		if v := semver().FindString(version); v != tested {
 			out = append(out, check{Name: label, Warning: true, Detail: fmt.Sprintf("%s %s is not the version the conformance suite covers (%s): CLIs change flags and output between versions; run `make conformance` with it before relying on it", name, v, tested)})
 		}
 	}
@@ -427,7 +428,7 @@ func probeVersion(ctx context.Context, cfg *config.Config, path string) (string,
 }
 
 // semver finds a CLI's version number in its --version output.
-var semver = regexp.MustCompile(`\d+\.\d+\.\d+`)
+var semver = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\d+\.\d+\.\d+`) })
 
 // discordChecks checks the token's shape and, online, asks Discord whose it
 // is.

@@ -21,6 +21,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,10 +72,10 @@ func WorkerBucket(ttl time.Duration, replicas int) jetstream.KeyValueConfig {
 var ErrBadName = errors.New("a name is letters, digits, '-', '_' or '=', in parts joined by dots")
 
 // keyPattern is what a KV key may be, without NATS wildcards.
-var keyPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$`)
+var keyPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$`) })
 
 func checkName(name string) error {
-	if !keyPattern.MatchString(name) {
+	if !keyPattern().MatchString(name) {
 		return fmt.Errorf("%q: %w", name, ErrBadName)
 	}
 	return nil

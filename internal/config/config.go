@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/viper"
@@ -454,7 +455,9 @@ func readEnvFile(v *viper.Viper, path string) error {
 }
 
 // gotenvLine matches the parser's messages that quote a whole line.
-var gotenvLine = regexp.MustCompile("(?s)line `(.*)` (doesn't match format|has an unset variable)")
+var gotenvLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("(?s)line `(.*)` (doesn't match format|has an unset variable)")
+})
 
 // describeEnvFileError turns a .env parse error into a message that points
 // at the line without quoting it.
@@ -463,7 +466,7 @@ func describeEnvFileError(err error, content []byte) string {
 	if strings.Contains(msg, "missing quotes") {
 		return "a quoted value is never closed"
 	}
-	m := gotenvLine.FindStringSubmatch(msg)
+	m := gotenvLine().FindStringSubmatch(msg)
 	if m == nil {
 		return "it is not a list of NAME=value lines"
 	}

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentgateway/gateway/internal/actions"
 )
@@ -450,7 +451,7 @@ func isSecret(name string) bool {
 }
 
 var (
-	mdLink   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	mdLink   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`) })
 	mdMarkup = strings.NewReplacer("`", "", "**", "")
 )
 
@@ -458,7 +459,7 @@ var (
 // link becomes its text, code and bold marks go, and what the README has
 // "below" is in the README.
 func plainText(md string) string {
-	s := mdMarkup.Replace(mdLink.ReplaceAllString(md, "$1"))
+	s := mdMarkup.Replace(mdLink().ReplaceAllString(md, "$1"))
 	return strings.ReplaceAll(s, " below)", " in the README)")
 }
 

@@ -3,6 +3,7 @@ package discord
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Names resolves the ids in Discord's mention syntax to readable names. A
@@ -15,7 +16,7 @@ type Names struct {
 
 // mentionPattern matches user (<@id>, <@!id>), role (<@&id>) and channel
 // (<#id>) mentions, and custom emoji (<:name:id>, <a:name:id>).
-var mentionPattern = regexp.MustCompile(`<(@!?|@&|#)(\d{1,20})>|<a?:(\w{1,32}):\d{1,20}>`)
+var mentionPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<(@!?|@&|#)(\d{1,20})>|<a?:(\w{1,32}):\d{1,20}>`) })
 
 // Prompt turns a message's content into the agent's prompt: every mention of
 // the bot (botID) is removed, other mentions become readable names so the
@@ -28,8 +29,8 @@ func Prompt(content, botID string, names Names) string {
 	for botID != "" && Mentions(content, botID) {
 		content = strings.NewReplacer("<@"+botID+">", "", "<@!"+botID+">", "").Replace(content)
 	}
-	out := mentionPattern.ReplaceAllStringFunc(content, func(m string) string {
-		sub := mentionPattern.FindStringSubmatch(m)
+	out := mentionPattern().ReplaceAllStringFunc(content, func(m string) string {
+		sub := mentionPattern().FindStringSubmatch(m)
 		kind, id, emoji := sub[1], sub[2], sub[3]
 		switch kind {
 		case "@", "@!":

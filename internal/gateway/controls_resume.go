@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentgateway/gateway/backends"
@@ -208,11 +209,11 @@ func quote(text string, max int) string {
 }
 
 // safeWord matches what a shell takes without quotes.
-var safeWord = regexp.MustCompile(`^[A-Za-z0-9._/@:+=-]+$`)
+var safeWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._/@:+=-]+$`) })
 
 // shq quotes s for a POSIX shell when it needs it.
 func shq(s string) string {
-	if safeWord.MatchString(s) {
+	if safeWord().MatchString(s) {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

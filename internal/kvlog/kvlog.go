@@ -116,13 +116,13 @@ const duplicateWindow = 2 * time.Minute
 // next try.
 const publishTimeout = 5 * time.Second
 
-var originPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var originPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // ErrBadOrigin is returned for an origin that cannot be a subject token.
 var ErrBadOrigin = errors.New("invalid origin id")
 
 func (o Options) withDefaults() (Options, error) {
-	if !originPattern.MatchString(o.Origin) {
+	if !originPattern().MatchString(o.Origin) {
 		return o, fmt.Errorf("%w: %q", ErrBadOrigin, o.Origin)
 	}
 	if o.Stream == "" || o.Subject == "" {
@@ -249,7 +249,7 @@ func LoadOrigin(path, host string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err == nil {
 		id := strings.TrimSpace(string(data))
-		if !originPattern.MatchString(id) {
+		if !originPattern().MatchString(id) {
 			return "", fmt.Errorf("%w in %s: %q", ErrBadOrigin, "the node id file", id)
 		}
 		return id, nil

@@ -188,7 +188,7 @@ func TestLoadOriginIsStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(first, "host-example-com-") || !originPattern.MatchString(first) {
+	if !strings.HasPrefix(first, "host-example-com-") || !originPattern().MatchString(first) {
 		t.Errorf("origin %q: want the host name and a suffix, as a subject token", first)
 	}
 	again, err := LoadOrigin(path, "other")

@@ -253,7 +253,7 @@ func buildHook(it *item, seen map[string]bool) (Hook, string, bool) {
 }
 
 func buildWebhook(it *item, seen map[string]bool) (Webhook, bool) {
-	if it.name != "" && !webhookRE.MatchString(it.name) {
+	if it.name != "" && !webhookRE().MatchString(it.name) {
 		it.problemf(it.line, "webhook name %q is not URL-safe: use 1-64 of a-z, 0-9, '_' and '-'", it.name)
 	} else {
 		checkName(it, seen)
@@ -261,7 +261,7 @@ func buildWebhook(it *item, seen map[string]bool) (Webhook, bool) {
 	w := Webhook{Name: it.name}
 	var line int
 	if env, line, ok := it.require(keySecretEnv); ok {
-		if !envNameRE.MatchString(env) {
+		if !envNameRE().MatchString(env) {
 			// The value is not quoted: it may be a secret pasted by mistake.
 			it.problemf(line, "webhook %q: Secret-Env is not an environment variable name (it names the variable that holds the secret, never the secret itself)", it.name)
 		}

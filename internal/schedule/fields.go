@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
@@ -19,9 +20,9 @@ const MinInterval = 60 * time.Second
 const maxInterval = 366 * 24 * time.Hour
 
 var (
-	channelRE = regexp.MustCompile(`^[0-9]{1,20}$`)
-	webhookRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	channelRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,20}$`) })
+	webhookRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_-]{1,64}$`) })
+	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
 // cronDescriptors are the named schedules the standard cron parser accepts
@@ -51,7 +52,7 @@ func parseInterval(s string) (time.Duration, error) {
 
 // checkChannel accepts a Discord channel id (a snowflake: digits).
 func checkChannel(s string) error {
-	if !channelRE.MatchString(s) {
+	if !channelRE().MatchString(s) {
 		return fmt.Errorf("the Channel %q is not a Discord channel id (digits only)", s)
 	}
 	return nil

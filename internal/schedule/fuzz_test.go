@@ -59,7 +59,7 @@ func FuzzParseAgents(f *testing.F) {
 			}
 		}
 		for _, w := range a.Webhooks {
-			if !webhookRE.MatchString(w.Name) || !envNameRE.MatchString(w.SecretEnv) || w.Instruction == "" {
+			if !webhookRE().MatchString(w.Name) || !envNameRE().MatchString(w.SecretEnv) || w.Instruction == "" {
 				t.Errorf("invalid webhook parsed: %+v", w)
 			}
 		}

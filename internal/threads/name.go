@@ -3,6 +3,7 @@ package threads
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -15,7 +16,7 @@ const fallbackName = "New task"
 
 // mentionToken matches what would ping or name someone in a thread name:
 // user, role and channel mentions, @everyone and @here.
-var mentionToken = regexp.MustCompile(`<@[!&]?\d+>|<#\d+>|@(?:everyone|here)\b`)
+var mentionToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<@[!&]?\d+>|<#\d+>|@(?:everyone|here)\b`) })
 
 // Name builds a thread's name from the prompt that opens it: its first
 // line with words in it, without mentions, whitespace collapsed, cut at a
@@ -27,7 +28,7 @@ func Name(prompt string) string {
 	}
 	var line string
 	for l := range strings.SplitSeq(prompt, "\n") {
-		l = strings.Join(strings.FieldsFunc(mentionToken.ReplaceAllString(l, " "), isSpace), " ")
+		l = strings.Join(strings.FieldsFunc(mentionToken().ReplaceAllString(l, " "), isSpace), " ")
 		l = strings.TrimLeft(l, "#>*_~`- ")
 		l = strings.TrimSpace(strings.Map(printable, l))
 		if l != "" {
