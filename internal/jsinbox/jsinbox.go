@@ -31,7 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -716,18 +716,10 @@ func (in *Inbox) List(ctx context.Context) ([]Entry, error) {
 			out = append(out, en)
 		}
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return compareID(a.Event.ID, b.Event.ID) })
+	// sort.Slice, not slices.SortFunc: each struct type given to the generic
+	// sort compiles to ~12 KB of its own code.
+	sort.Slice(out, func(i, j int) bool { return out[i].Event.ID < out[j].Event.ID })
 	return out, nil
-}
-
-func compareID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // LastID is the highest event id ever added (the stream's last sequence);

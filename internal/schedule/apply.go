@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
+	"sort"
 
 	"github.com/go-co-op/gocron/v2"
 
@@ -189,13 +189,22 @@ func logChanges[K ~string, V comparable](s *Scheduler, kind string, old, nw map[
 	}
 }
 
+// sortedKeys sorts with sort.Slice rather than slices.SortFunc: the generic
+// sort compiles to ~12 KB of code for each struct type it is given, and this
+// package sorts several.
 func sortedKeys(m map[jobKey]*job) []jobKey {
-	return slices.SortedFunc(maps.Keys(m), func(a, b jobKey) int {
-		if c := strings.Compare(string(a.kind), string(b.kind)); c != 0 {
-			return c
+	keys := make([]jobKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.kind != b.kind {
+			return string(a.kind) < string(b.kind)
 		}
-		return strings.Compare(a.name, b.name)
+		return a.name < b.name
 	})
+	return keys
 }
 
 func orDefault(s, def string) string {

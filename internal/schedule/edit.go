@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -24,7 +25,7 @@ var (
 // cronNameRE is what AddCronJob accepts as a name: the parser takes any
 // heading, but a name the agent picks is also an action's id and a log
 // field, so it is kept plain.
-var cronNameRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+var cronNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_-]{1,64}$`) })
 
 // CronChange names the fields of a cron job to change; a nil field is left
 // as it is. An empty Channel or Model removes the key, so the default
@@ -57,7 +58,7 @@ func AddCronJob(text string, j CronJob) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !cronNameRE.MatchString(j.Name) {
+	if !cronNameRE().MatchString(j.Name) {
 		return "", fmt.Errorf("the name %q is not 1 to 64 of a-z, 0-9, '_' and '-'", j.Name)
 	}
 	d := readDoc(text)

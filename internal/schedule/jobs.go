@@ -3,7 +3,7 @@ package schedule
 import (
 	"cmp"
 	"fmt"
-	"slices"
+	"sort"
 	"time"
 
 	"github.com/agentgateway/gateway/internal/queue"
@@ -43,8 +43,8 @@ func (s *Scheduler) Jobs() []JobInfo {
 			out = append(out, JobInfo{Kind: queue.KindCron, Name: c.Name, Schedule: c.Cron, Channel: c.Channel, Paused: true})
 		}
 	}
-	slices.SortFunc(out, func(a, b JobInfo) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	sort.SliceStable(out, func(i, j int) bool { // not slices.SortFunc: see sortedKeys
+		return cmp.Or(cmp.Compare(out[i].Kind, out[j].Kind), cmp.Compare(out[i].Name, out[j].Name)) < 0
 	})
 	return out
 }

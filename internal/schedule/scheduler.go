@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
+	"sort"
 	"sync"
 	"time"
 
@@ -239,7 +239,7 @@ func (s *Scheduler) Webhooks() []Webhook {
 	for _, w := range s.webhooks {
 		out = append(out, w)
 	}
-	slices.SortFunc(out, func(a, b Webhook) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name }) // not slices.SortFunc: see sortedKeys
 	return out
 }
 
