@@ -79,6 +79,10 @@ type footprint struct {
 	Idle60KB    []int
 	// Split is the last idle sample's RSS by kind (RssAnon, RssFile).
 	Split map[string]int
+	// IdleTLSKB and SplitTLS are the same 10 s after READY with the fake
+	// Discord served over TLS: the system CA pool and the TLS state.
+	IdleTLSKB []int
+	SplitTLS  map[string]int
 }
 
 // buildGateway builds the binary as `make build` and the release do:
@@ -110,8 +114,16 @@ func moduleCount() (int, error) {
 
 // measureIdle starts `gateway run` against a fresh fake Discord, times
 // process start to READY, and reads RSS at the given offsets after READY.
-func measureIdle(bin string, split map[string]int, marks ...time.Duration) (time.Duration, []int, error) {
-	fd := fakediscord.New()
+// With ca, the fake serves TLS with ca's certificate and the gateway
+// trusts ca besides the system's CAs.
+func measureIdle(bin string, ca *benchCA, split map[string]int, marks ...time.Duration) (time.Duration, []int, error) {
+	var fd *fakediscord.Server
+	var extraEnv []string
+	if ca != nil {
+		fd, extraEnv = fakediscord.NewTLS(ca.Server), ca.certEnv()
+	} else {
+		fd = fakediscord.New()
+	}
 	defer fd.Close()
 	fd.AddGuild("bench")
 	dir, err := os.MkdirTemp("", "gateway-bench-")
@@ -119,7 +131,7 @@ func measureIdle(bin string, split map[string]int, marks ...time.Duration) (time
 		return 0, nil, err
 	}
 	defer os.RemoveAll(dir)
-	p, err := startGateway(bin, []string{"run"}, gatewayEnv(fd, dir), false)
+	p, err := startGateway(bin, []string{"run"}, gatewayEnv(fd, dir, extraEnv...), false)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -167,9 +179,13 @@ func measureFootprint(runs int, full bool) (footprint, error) {
 	if full {
 		marks = append(marks, 60*time.Second)
 	}
-	f.Split = map[string]int{}
+	ca, err := newBenchCA(dir)
+	if err != nil {
+		return f, err
+	}
+	f.Split, f.SplitTLS = map[string]int{}, map[string]int{}
 	for range runs {
-		start, rss, err := measureIdle(bin, f.Split, marks...)
+		start, rss, err := measureIdle(bin, nil, f.Split, marks...)
 		if err != nil {
 			return f, err
 		}
@@ -178,6 +194,11 @@ func measureFootprint(runs int, full bool) (footprint, error) {
 		if full {
 			f.Idle60KB = append(f.Idle60KB, rss[1])
 		}
+		_, rss, err = measureIdle(bin, ca, f.SplitTLS, 10*time.Second)
+		if err != nil {
+			return f, fmt.Errorf("over TLS: %w", err)
+		}
+		f.IdleTLSKB = append(f.IdleTLSKB, rss[0])
 	}
 	return f, nil
 }
@@ -203,13 +224,15 @@ func footprintLines(f footprint) []string {
 		}
 		return "OVER BUDGET"
 	}
-	idle := f.Idle10KB[0]
+	idle, idleTLS := f.Idle10KB[0], f.IdleTLSKB[0]
 	return []string{
 		fmt.Sprintf("footprint: stripped binary %.1f MB (budget %d MB) %s", mb(f.BinaryBytes), budgetBinaryBytes>>20, mark(f.BinaryBytes <= budgetBinaryBytes)),
 		fmt.Sprintf("footprint: modules %d (budget %d) %s", f.Modules, budgetModules, mark(f.Modules <= budgetModules)),
 		fmt.Sprintf("footprint: start to READY %v", f.Start[0].Round(time.Millisecond)),
 		fmt.Sprintf("footprint: idle RSS after 10 s %.1f MB (budget %d MB) %s: anonymous %.1f MB, file-backed %.1f MB",
 			float64(idle)/1024, budgetIdleRSSKB/1024, mark(idle <= budgetIdleRSSKB), float64(f.Split["RssAnon"])/1024, float64(f.Split["RssFile"])/1024),
+		fmt.Sprintf("footprint: idle RSS over TLS after 10 s %.1f MB (budget %d MB) %s: anonymous %.1f MB, file-backed %.1f MB",
+			float64(idleTLS)/1024, budgetIdleTLSRSSKB/1024, mark(idleTLS <= budgetIdleTLSRSSKB), float64(f.SplitTLS["RssAnon"])/1024, float64(f.SplitTLS["RssFile"])/1024),
 	}
 }
 

@@ -90,6 +90,7 @@ package fakediscord
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -327,6 +328,22 @@ func Start(tb testing.TB) *Server {
 
 // New runs a fake Discord until Close (benchmarks, tools).
 func New() *Server {
+	s := newServer()
+	s.HTTP.Start()
+	return s
+}
+
+// NewTLS runs a fake Discord over TLS with cert until Close: its URLs are
+// https:// and wss://, and a client must trust cert's issuer.
+func NewTLS(cert tls.Certificate) *Server {
+	s := newServer()
+	s.HTTP.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	s.HTTP.StartTLS()
+	return s
+}
+
+// newServer is a fake Discord whose HTTP server is not started yet.
+func newServer() *Server {
 	s := &Server{
 		Token:     DefaultToken,
 		channels:  map[discord.ChannelID]*channel{},
@@ -343,7 +360,7 @@ func New() *Server {
 	mux.HandleFunc("/gateway", s.serveGateway)
 	mux.HandleFunc("/api/v9/", s.serveREST)
 	mux.HandleFunc("/attachments/", s.serveAttachment)
-	s.HTTP = httptest.NewServer(mux)
+	s.HTTP = httptest.NewUnstartedServer(mux)
 	return s
 }
 
