@@ -211,58 +211,101 @@ func (a *Archive) channel(name string) *channel {
 	return ch
 }
 
-// Append archives e: it appends it to its day file, adds it to the
-// channel's recent exchanges and, once a day, prunes old day files (a
-// failure of which is logged, not returned). An error means the entry
-// may be missing from the day file or recent.json; it is wrapped.
+// Append archives the entries: it appends each to its day file, adds it to
+// its channel's recent exchanges and, once a day, prunes old day files (a
+// failure of which is logged, not returned). Entries given together are
+// written together: one append and one sync per day file, one rewrite of
+// each channel's recent.json, in the order given; a writer that takes
+// what piled up behind the turns then pays per channel, not per entry. An
+// entry with an invalid channel id is left out and the others written. An
+// error means some entries may be missing from their day file or
+// recent.json; errors are joined and wrapped.
 //
-// In the shared mode (Share) the entry is then numbered, kept in the
+// In the shared mode (Share) each entry is then numbered, kept in the
 // journal and handed to the other processes.
-func (a *Archive) Append(e Entry) error {
-	name, err := dirName(e.ChannelID)
-	if err != nil {
-		return fmt.Errorf("archive an exchange: %w", err)
+func (a *Archive) Append(entries ...Entry) error {
+	var errs []error
+	var order []string // channel directories, in the order of their first entry
+	byChannel := map[string][]Entry{}
+	var written []Entry
+	for _, e := range entries {
+		name, err := dirName(e.ChannelID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("archive an exchange: %w", err))
+			continue
+		}
+		if e.Time.IsZero() {
+			e.Time = a.now()
+		}
+		e.Time = e.Time.Round(0) // as it comes back from recent.json
+		if math.IsNaN(e.CostUSD) || math.IsInf(e.CostUSD, 0) {
+			e.CostUSD = 0 // JSON has no such numbers
+		}
+		if _, ok := byChannel[name]; !ok {
+			order = append(order, name)
+		}
+		byChannel[name] = append(byChannel[name], e)
+		written = append(written, e)
 	}
-	if e.Time.IsZero() {
-		e.Time = a.now()
+	for _, name := range order {
+		errs = append(errs, a.write(name, byChannel[name], false))
 	}
-	e.Time = e.Time.Round(0) // as it comes back from recent.json
-	if math.IsNaN(e.CostUSD) || math.IsInf(e.CostUSD, 0) {
-		e.CostUSD = 0 // JSON has no such numbers
+	for _, e := range written {
+		a.publish(e)
 	}
-	err = a.write(name, e, false)
-	a.publish(e)
 	a.maybePrune()
-	return err
+	return errors.Join(errs...)
 }
 
-// write appends e to its day file and to the channel's recent exchanges:
-// at the end, or in time order for an exchange of another process, which
-// may arrive after a later one recorded here. One of another process
-// already among the recent ones (a restart after its write and before its
-// journal line) is not written again.
-func (a *Archive) write(name string, e Entry, inOrder bool) error {
+// write appends the entries of one channel to their day files and to the
+// channel's recent exchanges: at the end, or in time order for exchanges
+// of another process, which may arrive after a later one recorded here.
+// One of another process already among the recent ones (a restart after
+// its write and before its journal line) is not written again.
+func (a *Archive) write(name string, entries []Entry, inOrder bool) error {
 	ch := a.channel(name)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if e.Origin != "" && a.keep > 0 {
-		a.load(ch, name)
-		if slices.ContainsFunc(ch.recent, func(r Entry) bool { return r.Origin == e.Origin && r.N == e.N }) {
-			return nil
+	entries = slices.DeleteFunc(slices.Clone(entries), func(e Entry) bool {
+		if e.Origin == "" || a.keep == 0 {
+			return false
 		}
+		a.load(ch, name)
+		return slices.ContainsFunc(ch.recent, func(r Entry) bool { return r.Origin == e.Origin && r.N == e.N })
+	})
+	if len(entries) == 0 {
+		return nil
 	}
-	dayErr := a.appendDay(name, e)
-	recentErr := a.remember(ch, name, e, inOrder)
+	dayErr := a.appendDays(name, entries)
+	recentErr := a.remember(ch, name, entries, inOrder)
 	return errors.Join(dayErr, recentErr)
 }
 
-// appendDay appends e to its day file.
-func (a *Archive) appendDay(name string, e Entry) error {
+// appendDays appends the entries of one channel to their day files, each
+// day file's share in one write.
+func (a *Archive) appendDays(name string, entries []Entry) error {
 	dir := filepath.Join(a.dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("archive an exchange: %w", err)
 	}
-	day := e.Time.In(a.loc).Format(time.DateOnly)
+	var days []string
+	byDay := map[string][]Entry{}
+	for _, e := range entries {
+		day := e.Time.In(a.loc).Format(time.DateOnly)
+		if _, ok := byDay[day]; !ok {
+			days = append(days, day)
+		}
+		byDay[day] = append(byDay[day], e)
+	}
+	var errs []error
+	for _, day := range days {
+		errs = append(errs, a.appendDay(dir, name, day, byDay[day]))
+	}
+	return errors.Join(errs...)
+}
+
+// appendDay appends entries to the day file of day in dir.
+func (a *Archive) appendDay(dir, name, day string, entries []Entry) error {
 	path := filepath.Join(dir, day+".md")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
@@ -284,8 +327,13 @@ func (a *Archive) appendDay(name string, e Entry) error {
 	default:
 		buf.WriteString("\n")
 	}
-	buf.WriteString(render(e, a.loc))
-	// One write(2) on an O_APPEND file: the entry lands whole after
+	for i, e := range entries {
+		if i > 0 {
+			buf.WriteString("\n")
+		}
+		buf.WriteString(render(e, a.loc))
+	}
+	// One write(2) on an O_APPEND file: the entries land whole after
 	// whatever is there, never interleaved with another writer's.
 	if _, err := f.WriteString(buf.String()); err != nil {
 		return fmt.Errorf("archive an exchange in %s: %w", path, err)
@@ -320,37 +368,46 @@ func syncDir(dir string) {
 	}
 }
 
-// remember adds e to the channel's recent exchanges and rewrites its
-// recent.json; ch.mu must be held.
-func (a *Archive) remember(ch *channel, name string, e Entry, inOrder bool) error {
+// remember adds the entries to the channel's recent exchanges and
+// rewrites its recent.json once; ch.mu must be held.
+func (a *Archive) remember(ch *channel, name string, entries []Entry, inOrder bool) error {
 	if a.keep == 0 {
 		return nil
 	}
-	e = remembered(e)
-	// An entry JSON cannot hold (a year past 9999) must not stay in memory,
-	// where it would fail every later write of the file.
-	if _, err := json.Marshal(e); err != nil {
-		return fmt.Errorf("remember an exchange: %w", err)
-	}
 	a.load(ch, name)
-	at := len(ch.recent)
-	if inOrder {
-		for at > 0 && ch.recent[at-1].Time.After(e.Time) {
-			at--
+	var errs []error
+	added := false
+	for _, e := range entries {
+		e = remembered(e)
+		// An entry JSON cannot hold (a year past 9999) must not stay in
+		// memory, where it would fail every later write of the file.
+		if _, err := json.Marshal(e); err != nil {
+			errs = append(errs, fmt.Errorf("remember an exchange: %w", err))
+			continue
 		}
+		at := len(ch.recent)
+		if inOrder {
+			for at > 0 && ch.recent[at-1].Time.After(e.Time) {
+				at--
+			}
+		}
+		ch.recent = slices.Insert(ch.recent, at, e)
+		if n := len(ch.recent) - a.keep; n > 0 {
+			ch.recent = slices.Delete(ch.recent, 0, n)
+		}
+		added = true
 	}
-	ch.recent = slices.Insert(ch.recent, at, e)
-	if n := len(ch.recent) - a.keep; n > 0 {
-		ch.recent = slices.Delete(ch.recent, 0, n)
+	if !added {
+		return errors.Join(errs...)
 	}
 	data, err := json.Marshal(ch.recent)
 	if err != nil {
-		return fmt.Errorf("remember an exchange: %w", err)
+		return errors.Join(append(errs, fmt.Errorf("remember an exchange: %w", err))...)
 	}
 	if err := atomicfile.Write(filepath.Join(a.dir, name, RecentFile), data, 0o600); err != nil {
-		return fmt.Errorf("remember an exchange: %w", err)
+		errs = append(errs, fmt.Errorf("remember an exchange: %w", err))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // remembered is e as recent.json keeps it: valid UTF-8, the prompt and the

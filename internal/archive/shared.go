@@ -210,7 +210,7 @@ func (a *Archive) Apply(m kvlog.Message) error {
 	if m.Seq <= s.position {
 		return nil
 	}
-	writeErr := a.write(name, e, true)
+	writeErr := a.write(name, []Entry{e}, true)
 	s.position = m.Seq
 	return errors.Join(writeErr, a.journal(journalLine{Seq: m.Seq, Origin: m.Origin}))
 }
