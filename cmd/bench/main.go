@@ -236,16 +236,6 @@ func footprintLines(f footprint) []string {
 	}
 }
 
-// runSoak sends steady traffic to the child gateway and prints its RSS and
-// goroutine count every 10 s: both should stay flat.
-func runSoak(d time.Duration) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	return soak(self, d)
-}
-
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 func medianInt(v []int) int {
