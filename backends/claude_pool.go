@@ -4,8 +4,9 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
-	"github.com/agentgateway/gateway/internal/proc"
+	"github.com/agentgateway/gateway/internal/procmem"
 )
 
 // claudePool keeps interactive claude processes between their
@@ -14,13 +15,20 @@ import (
 type claudePool struct {
 	c *Claude
 
+	// memory reads the memory of process groups; procmem.Groups, which
+	// reads /proc, but for tests.
+	memory func(pgids ...int) map[int]procmem.Usage
+	// rssOnlyLogged is set once the log has said that some processes'
+	// proportional memory could not be read.
+	rssOnlyLogged atomic.Bool
+
 	mu     sync.Mutex // guards the fields below and the pool fields of each process
 	procs  map[string]*claudeProc
 	closed bool
 }
 
 func newClaudePool(c *Claude) *claudePool {
-	return &claudePool{c: c, procs: map[string]*claudeProc{}}
+	return &claudePool{c: c, procs: map[string]*claudeProc{}, memory: procmem.Groups}
 }
 
 // take returns the idle process kept for req's key if it can take req, and
@@ -162,8 +170,9 @@ func (pl *claudePool) overCountLocked() []*claudeProc {
 }
 
 // checkMemory stops idle processes, least recently used first, while the
-// resident memory of all kept process groups is over MemoryCap. Busy
-// processes are never stopped for it.
+// proportional memory (PSS) of all kept process groups is over MemoryCap.
+// Busy processes are never stopped for it: when every process is busy
+// none is, and the next finished turn checks again.
 func (pl *claudePool) checkMemory() {
 	limit := pl.c.opts.Warm.MemoryCap
 	if limit <= 0 {
@@ -175,10 +184,10 @@ func (pl *claudePool) checkMemory() {
 		pgids = append(pgids, cp.p.Pid())
 	}
 	pl.mu.Unlock()
-	rss := proc.GroupRSS(pgids...)
+	usage := pl.readMemory(pgids)
 	var total int64
-	for _, n := range rss {
-		total += n
+	for _, u := range usage {
+		total += u.PSSBytes
 	}
 	if total <= limit {
 		return
@@ -189,8 +198,11 @@ func (pl *claudePool) checkMemory() {
 		if total <= limit {
 			break
 		}
-		total -= rss[cp.p.Pid()]
+		total -= freedByStopping(usage[cp.p.Pid()])
 		delete(pl.procs, cp.key)
+		if len(pl.procs) == 0 {
+			total = 0
+		}
 		pl.stopIdleTimer(cp)
 		victims = append(victims, cp)
 	}
@@ -200,6 +212,31 @@ func (pl *claudePool) checkMemory() {
 			Msg("stopping an idle claude process: the warm processes use more memory than MAX_WARM_MEMORY_MB")
 		v.close("evicted: memory cap")
 	}
+}
+
+// freedByStopping is how much the kept processes' summed PSS drops when
+// the process group u goes while others stay: its anonymous memory. Its
+// share of file-backed pages (claude's binary, mapped by every claude)
+// stays in the sum, divided among the processes still mapping them.
+func freedByStopping(u procmem.Usage) int64 {
+	return u.PSSBytes - u.PSSFileBytes
+}
+
+// readMemory reads the memory of the process groups pgids, and says once
+// in the log when some processes count by RSS for want of PSS.
+func (pl *claudePool) readMemory(pgids []int) map[int]procmem.Usage {
+	usage := pl.memory(pgids...)
+	rssOnly := 0
+	for _, u := range usage {
+		rssOnly += u.RSSOnly
+	}
+	if rssOnly > 0 && !pl.rssOnlyLogged.Swap(true) {
+		pl.c.opts.Log.Warn().Str("backend", "claude").Int("processes", rssOnly).
+			Msg("cannot read /proc/<pid>/smaps_rollup of some warm claude processes (a kernel before 4.14, or another user's processes): " +
+				"their resident memory (RSS) counts instead of their proportional memory, so shared pages count once per process " +
+				"and MAX_WARM_MEMORY_MB holds fewer processes; said once")
+	}
+	return usage
 }
 
 // close stops every process and keeps no more.
@@ -224,8 +261,19 @@ func (pl *claudePool) close() {
 // WarmStats describes the kept processes, for /status and doctor.
 type WarmStats struct {
 	Processes, Busy int
-	// RSSBytes is their resident memory, process groups included.
+	// PSSBytes is their proportional memory (PSS), process groups
+	// included: a page the processes share (claude's binary) counts once
+	// in the sum. It is what MemoryCap (MAX_WARM_MEMORY_MB) caps.
+	// Processes whose PSS cannot be read count by their RSS (RSSOnly).
+	PSSBytes int64
+	// RSSBytes is their resident memory, process groups included: a
+	// shared page counts in every process that maps it, so the sum is
+	// more than the memory they hold together.
 	RSSBytes int64
+	// RSSOnly is how many processes count by RSS in PSSBytes, their
+	// /proc/<pid>/smaps_rollup unreadable (a kernel before 4.14, or
+	// processes of another user).
+	RSSOnly int
 }
 
 // Warm reports the processes kept warm now.
@@ -242,8 +290,10 @@ func (c *Claude) Warm() WarmStats {
 		pgids = append(pgids, cp.p.Pid())
 	}
 	pl.mu.Unlock()
-	for _, n := range proc.GroupRSS(pgids...) {
-		s.RSSBytes += n
+	for _, u := range pl.readMemory(pgids) {
+		s.PSSBytes += u.PSSBytes
+		s.RSSBytes += u.RSSBytes
+		s.RSSOnly += u.RSSOnly
 	}
 	return s
 }

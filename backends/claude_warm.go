@@ -41,9 +41,11 @@ type WarmOptions struct {
 	// MaxProcesses caps the processes kept; the least recently used idle
 	// one is stopped to make room. Zero means 1.
 	MaxProcesses int
-	// MemoryCap caps the resident memory of all kept process groups
-	// together, in bytes; idle processes are stopped, least recently used
-	// first, while the sum is over it. Zero means no cap.
+	// MemoryCap caps the proportional memory (PSS) of all kept process
+	// groups together, in bytes: pages the processes share, claude's
+	// binary mostly, count once in the sum rather than once per process
+	// as in RSS. Idle processes are stopped, least recently used first,
+	// while the sum is over it; busy ones never are. Zero means no cap.
 	MemoryCap int64
 	// HangTimeout is how long a busy process may print nothing (while no
 	// approval is pending and no tool runs) before it is killed and the

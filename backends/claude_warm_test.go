@@ -98,7 +98,7 @@ func TestWarmProcessTakesTheConversationsNextTurn(t *testing.T) {
 	if !strings.Contains(spawns[0], "--input-format stream-json") || strings.Contains(spawns[0], "--permission-prompt-tool") {
 		t.Errorf("command line %q: want stream-json input and no prompt tool without Approve", spawns[0])
 	}
-	if s := c.Warm(); s.Processes != 1 || s.Busy != 0 || s.RSSBytes <= 0 {
+	if s := c.Warm(); s.Processes != 1 || s.Busy != 0 || s.RSSBytes <= 0 || s.PSSBytes <= 0 || s.PSSBytes > s.RSSBytes {
 		t.Errorf("Warm() = %+v, want one idle process with its memory", s)
 	}
 }
