@@ -23,10 +23,13 @@ const soakChannels = 200
 
 // soakSample is one reading of the gateway during the soak.
 type soakSample struct {
-	Elapsed    time.Duration
-	Events     int // bot messages the fake Discord had received
-	RSSKB      int
-	Goroutines int
+	Elapsed time.Duration
+	Events  int // bot messages the fake Discord had received
+	RSSKB   int
+	// AnonKB and FileKB split RSSKB: the gateway's own memory, and
+	// file pages mapped (the binary's, the stores' memory-mapped files).
+	AnonKB, FileKB int
+	Goroutines     int
 }
 
 // soakTraffic counts what the soak sent, by kind.
@@ -121,8 +124,8 @@ func soakLines(r soakResult) []string {
 	return []string{
 		fmt.Sprintf("soak: %v, %d events (%d mentions over %d channels, %d /claude, %d /status, %d webhooks; %d webhook errors), %d bot messages",
 			r.Duration, r.Sent.total(), r.Sent.Mentions, soakChannels, r.Sent.Prompts, r.Sent.Status, r.Sent.Webhooks, r.Sent.WebhookErrors, r.Replies),
-		fmt.Sprintf("soak: RSS start %.1f MB, middle %.1f MB, end %.1f MB; goroutines start %d, middle %d, end %d",
-			mbOf(start.RSSKB), mbOf(middle.RSSKB), mbOf(end.RSSKB), start.Goroutines, middle.Goroutines, end.Goroutines),
+		fmt.Sprintf("soak: RSS start %.1f MB, middle %.1f MB, end %.1f MB (anonymous %.1f, %.1f, %.1f MB); goroutines start %d, middle %d, end %d",
+			mbOf(start.RSSKB), mbOf(middle.RSSKB), mbOf(end.RSSKB), mbOf(start.AnonKB), mbOf(middle.AnonKB), mbOf(end.AnonKB), start.Goroutines, middle.Goroutines, end.Goroutines),
 		fmt.Sprintf("soak: RSS flat (last quarter's max %.1f MB within 10%% of the second quarter's %.1f MB) %s; goroutines flat (%d vs %d) %s",
 			mbOf(r.quarterMax(4, sampleRSS)), mbOf(r.quarterMax(2, sampleRSS)), mark(r.rssFlat()),
 			r.quarterMax(4, sampleGoroutines), r.quarterMax(2, sampleGoroutines), mark(r.goroutinesFlat())),
@@ -157,7 +160,8 @@ func runSoak(d time.Duration) error {
 // traffic for d: every 50 ms one of mentions round 200 channels, /claude
 // and /status slash commands, and signed webhook deliveries. It samples
 // RSS and goroutines every 10 s (every d/20 for a soak under 200 s) and
-// writes each sample to progress.
+// writes each sample to progress. With BENCH_HEAP_PROFILE=file the child
+// writes a heap profile there at exit.
 func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, error) {
 	res := soakResult{Duration: d}
 	fd := fakediscord.New()
@@ -177,7 +181,7 @@ func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, 
 	if err != nil {
 		return res, err
 	}
-	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir, append(hook.env(), "MAX_CONCURRENT_QUERIES=20")...), true)
+	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir, append(hook.env(), "MAX_CONCURRENT_QUERIES=20", "BENCH_HEAP_PROFILE="+os.Getenv("BENCH_HEAP_PROFILE"))...), true)
 	if err != nil {
 		return res, err
 	}
@@ -192,7 +196,7 @@ func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, 
 	if d < 200*time.Second {
 		every = d / 20
 	}
-	fmt.Fprintf(progress, "%8s %8s %10s %10s\n", "elapsed", "events", "rss_mb", "goroutines")
+	fmt.Fprintf(progress, "%8s %8s %10s %10s %10s %10s\n", "elapsed", "events", "rss_mb", "anon_mb", "file_mb", "goroutines")
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	sample := time.NewTicker(every)
@@ -208,13 +212,13 @@ func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, 
 		case <-tick.C:
 			sendSoakEvent(fd, hook, channels, user, i, &res.Sent)
 		case <-sample.C:
-			kb, err := rssKB(p.cmd.Process.Pid)
+			st, err := procStatus(p.cmd.Process.Pid)
 			if err != nil {
 				return res, err
 			}
-			s := soakSample{Elapsed: time.Since(start), Events: fd.BotMessageCount(), RSSKB: kb, Goroutines: p.goroutineCount()}
+			s := soakSample{Elapsed: time.Since(start), Events: fd.BotMessageCount(), RSSKB: st["VmRSS"], AnonKB: st["RssAnon"], FileKB: st["RssFile"], Goroutines: p.goroutineCount()}
 			res.Samples = append(res.Samples, s)
-			fmt.Fprintf(progress, "%8s %8d %10.1f %10d\n", s.Elapsed.Round(time.Second), s.Events, float64(kb)/1024, s.Goroutines)
+			fmt.Fprintf(progress, "%8s %8d %10.1f %10.1f %10.1f %10d\n", s.Elapsed.Round(time.Second), s.Events, float64(s.RSSKB)/1024, float64(s.AnonKB)/1024, float64(s.FileKB)/1024, s.Goroutines)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 func samples(rss, goroutines []int) []soakSample {
 	var out []soakSample
 	for i := range rss {
-		out = append(out, soakSample{Elapsed: time.Duration(i+1) * time.Minute, RSSKB: rss[i], Goroutines: goroutines[i]})
+		out = append(out, soakSample{Elapsed: time.Duration(i+1) * time.Minute, RSSKB: rss[i], AnonKB: rss[i] / 4, Goroutines: goroutines[i]})
 	}
 	return out
 }
@@ -56,7 +56,7 @@ func TestSoakLinesSayStartMiddleEndAndTheVerdict(t *testing.T) {
 	}
 	want := []string{
 		"soak: 8m0s, 1010 events (900 mentions over 200 channels, 50 /claude, 50 /status, 10 webhooks; 0 webhook errors), 1000 bot messages",
-		"soak: RSS start 10.0 MB, middle 15.0 MB, end 16.0 MB; goroutines start 30, middle 30, end 31",
+		"soak: RSS start 10.0 MB, middle 15.0 MB, end 16.0 MB (anonymous 2.5, 3.8, 4.0 MB); goroutines start 30, middle 30, end 31",
 		"soak: RSS flat (last quarter's max 16.0 MB within 10% of the second quarter's 15.0 MB) OK; goroutines flat (31 vs 31) OK",
 	}
 	if diff := cmp.Diff(want, soakLines(r)); diff != "" {
