@@ -48,3 +48,110 @@ func TestFileCacheSeesEveryEdit(t *testing.T) {
 		t.Error("a removed file was served from the cache")
 	}
 }
+
+// settledCache reads path through a new cache until the cache serves it
+// without looking at the file (the watch covers it), and returns a read
+// function that counts the file's reads.
+func settledCache(t *testing.T, path string) (read func() string, reads *int) {
+	t.Helper()
+	var c fileCache
+	n := 0
+	read = func() string {
+		t.Helper()
+		s, _, err := c.read(path, func() (string, error) {
+			n++
+			b, err := os.ReadFile(path)
+			return string(b), err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	read()
+	c.mu.Lock()
+	watched := c.entries[path].watched
+	c.mu.Unlock()
+	if !watched {
+		t.Skip("the file system of the test's temp dir is not watched")
+	}
+	return read, &n
+}
+
+// settle backdates path past the racy window.
+func settle(t *testing.T, path string) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFileCacheWatchSeesEveryEdit(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(t *testing.T, path, other string)
+	}{
+		{"in place, same size and times", func(t *testing.T, path, _ string) {
+			os.WriteFile(path, []byte("TWO"), 0o600)
+			settle(t, path)
+		}},
+		{"replaced by a rename", func(t *testing.T, path, _ string) {
+			tmp := path + ".tmp"
+			os.WriteFile(tmp, []byte("TWO"), 0o600)
+			settle(t, tmp)
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"through a hard link in another directory", func(t *testing.T, _, other string) {
+			f, err := os.OpenFile(other, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt([]byte("TWO"), 0)
+			f.Close()
+			settle(t, other)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f.md")
+			other := filepath.Join(t.TempDir(), "link.md")
+			os.WriteFile(path, []byte("one"), 0o600)
+			if err := os.Link(path, other); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, path)
+			read, reads := settledCache(t, path)
+			if got := read(); got != "one" {
+				t.Fatalf("read %q, want one", got)
+			}
+			n := *reads
+			if read(); *reads != n {
+				t.Fatalf("an unchanged, settled file was read again")
+			}
+			tc.edit(t, path, other)
+			if got := read(); got != "TWO" {
+				t.Errorf("read %q after the edit, want TWO", got)
+			}
+		})
+	}
+}
+
+func TestFileCacheWatchSeesRemoval(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.md")
+	os.WriteFile(path, []byte("one"), 0o600)
+	settle(t, path)
+	var c fileCache
+	load := func() (string, error) { b, err := os.ReadFile(path); return string(b), err }
+	for range 2 {
+		if _, _, err := c.read(path, load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(path)
+	if _, _, err := c.read(path, load); err == nil {
+		t.Error("a removed file was served from the cache")
+	}
+}

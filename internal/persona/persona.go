@@ -2,9 +2,12 @@
 // CONFIG_DIR, assembles them into the system prompt, bootstraps missing files
 // (boot.md) and protects memory.md from concurrent agent runs.
 //
-// Load reads the files fresh on every call: there is no cache, so an edit on
-// disk reaches the next event (R13.5, R14.4, R15.4, R16.4) and a restart needs
-// no other state (R21.3). Assemble, SectionNames, Hashes, Changes and
+// Load reads the files fresh on every call, so an edit on disk reaches the
+// next event (R13.5, R14.4, R15.4, R16.4) and a restart needs no other state
+// (R21.3). A Loader and a MemoryGuard keep what they read and read a file
+// again only when it changed, which they learn from the process's inotify
+// watch where it reports every change (one read(2) per event instead of a
+// stat(2) per file; see changeWatch), else from a stat of each file. Assemble, SectionNames, Hashes, Changes and
 // ParseBoot are pure functions. Load and Bootstrap touch only CONFIG_DIR and
 // may be called concurrently; a MemoryGuard is safe for concurrent use.
 //
@@ -147,8 +150,9 @@ func NewLoader(dir string) *Loader { return &Loader{dir: dir, paths: sectionPath
 
 // Load is persona.Load with unchanged files taken from the cache.
 func (l *Loader) Load(log zerolog.Logger) (Files, error) {
+	changes().drain() // once for the six files
 	files, err := load(l.dir, l.paths, log, func(path string, log zerolog.Logger) (string, error) {
-		content, _, err := l.cache.read(path, func() (string, error) { return readFile(path, log) })
+		content, _, err := l.cache.readDrained(path, func() (string, error) { return readFile(path, log) })
 		return content, err
 	})
 	if err != nil {
