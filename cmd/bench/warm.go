@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/fakeapi"
+	"github.com/agentgateway/gateway/internal/procmem"
 )
 
 // The claude cold vs warm measurement: how much sooner a turn on a kept
@@ -264,13 +267,21 @@ func warmLines(r warmResult) []string {
 	}
 }
 
-// printWarm runs the measurement alone and prints its lines.
+// printWarm runs the claude measurements alone (cold vs warm, then warm
+// processes per GiB) and prints their lines.
 func printWarm() error {
 	r, err := runWarm()
 	if err != nil {
 		return err
 	}
 	for _, l := range warmLines(r) {
+		fmt.Println(l)
+	}
+	fit, err := runWarmFit()
+	if err != nil {
+		return fmt.Errorf("claude warm per GiB: %w", err)
+	}
+	for _, l := range warmFitLines(fit) {
 		fmt.Println(l)
 	}
 	return nil
@@ -297,7 +308,7 @@ func writeWarm(w func(string, ...any), r warmResult) {
 	w("| what | cold (a process per turn) | warm (the kept process) |\n|---|---|---|\n")
 	w("| Run -> first event (%s cold, %s warm) | %s | %s |\n", r.ColdKind, r.WarmKind, warmSpread(r.ColdFirst), warmSpread(r.WarmFirst))
 	w("| Run -> result | %s | %s |\n", warmSpread(r.ColdTurn), warmSpread(r.WarmTurn))
-	w("\nWarm first output is %.1fx sooner (median over median). One idle warm process (its process group) is %.1f MB resident: %.1f MB anonymous, %.1f MB file-backed (mostly the claude binary's pages, which warm processes share; MAX_WARM_MEMORY_MB counts them in each).\n\n",
+	w("\nWarm first output is %.1fx sooner (median over median). One idle warm process (its process group) is %.1f MB resident: %.1f MB anonymous, %.1f MB file-backed (mostly the claude binary's pages, which warm processes share; MAX_WARM_MEMORY_MB counts proportional memory, PSS, which divides them among the processes).\n\n",
 		r.Speedup(), mb(r.IdleRSSBytes), float64(r.AnonKB)/1024, float64(r.FileKB)/1024)
 }
 
@@ -306,4 +317,254 @@ func writeWarm(w func(string, ...any), r warmResult) {
 func warmSpread(v []time.Duration) string {
 	lo, hi := slices.Min(v), slices.Max(v)
 	return fmt.Sprintf("%v (min %v, max %v, n=%d)", medianDur(v).Round(time.Millisecond), lo.Round(time.Millisecond), hi.Round(time.Millisecond), len(v))
+}
+
+// The warm-processes-per-GiB measurement: real claude processes, one per
+// channel, kept by the real pool under MAX_WARM_MEMORY_MB=1024 until it
+// stops one; what stayed is how many fit.
+
+const (
+	// fitCapMiB is MAX_WARM_MEMORY_MB for the measurement.
+	fitCapMiB = 1024
+	// fitMaxChannels bounds the run should the pool never evict.
+	fitMaxChannels = 24
+)
+
+// warmFitResult is how many warm claude processes the pool kept within
+// fitCapMiB.
+type warmFitResult struct {
+	// Version is `claude --version`'s first word.
+	Version string
+	CapMiB  int
+	// Started is how many channels got a process; Kept is how many the
+	// pool still kept after its first eviction (Started-1 when one went).
+	Started, Kept int
+	// Evicted is set when the pool stopped a process; without it, Kept
+	// is a lower bound (fitMaxChannels were not enough).
+	Evicted bool
+	// Procs is each kept process group's memory, once the evicted one
+	// was gone.
+	Procs []fitProc
+	// RSSOnly is how many processes counted by RSS for want of
+	// smaps_rollup.
+	RSSOnly int
+	// Skipped says why nothing was measured; the rest is then zero.
+	Skipped string
+}
+
+// fitProc is one kept claude process group's memory, in bytes.
+type fitProc struct {
+	PSS, PSSAnon, PSSFile int64
+	RSS, RSSAnon, RSSFile int64
+}
+
+// Sum adds up the kept processes.
+func (r warmFitResult) Sum() fitProc {
+	var s fitProc
+	for _, p := range r.Procs {
+		s.PSS += p.PSS
+		s.PSSAnon += p.PSSAnon
+		s.PSSFile += p.PSSFile
+		s.RSS += p.RSS
+		s.RSSAnon += p.RSSAnon
+		s.RSSFile += p.RSSFile
+	}
+	return s
+}
+
+// runWarmFit measures how many warm claude processes fit in fitCapMiB, or
+// returns a result that says why it was skipped when there is no claude
+// CLI.
+func runWarmFit() (warmFitResult, error) {
+	bin, err := claudeBinary()
+	if errors.Is(err, errNoClaude) {
+		return warmFitResult{Skipped: err.Error()}, nil
+	}
+	if err != nil {
+		return warmFitResult{}, err
+	}
+	return measureWarmFit(bin)
+}
+
+// measureWarmFit starts one warm claude per channel, a turn each, through
+// a pool capped at fitCapMiB, until the pool stops one; then it waits for
+// the stopped process group to be gone and reads the kept ones.
+func measureWarmFit(bin string) (warmFitResult, error) {
+	res := warmFitResult{Version: claudeVersion(bin), CapMiB: fitCapMiB}
+	api := fakeapi.NewAnthropic()
+	defer api.Close()
+	home, err := os.MkdirTemp("", "gateway-bench-home-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(home)
+	work, err := os.MkdirTemp("", "gateway-bench-work-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(work)
+	owner := fmt.Sprintf("benchfit%d", os.Getpid())
+	c := backends.NewClaude(backends.Options{
+		Binary: bin, Env: claudeBenchEnv(api.URL(), home), KillGrace: 2 * time.Second, Owner: owner,
+		Warm: backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: fitMaxChannels + 1,
+			MemoryCap: fitCapMiB << 20}, // as MAX_WARM_MEMORY_MB=1024 sets it
+	})
+	defer c.Close()
+	for i := 1; i <= fitMaxChannels && !res.Evicted; i++ {
+		req := backends.Request{Prompt: "Say ok.", Key: fmt.Sprintf("fit-%d", i), WorkDir: work, PermissionMode: "acceptEdits", MaxTurns: 10}
+		if _, _, _, err := timeTurn(c, req); err != nil {
+			return res, fmt.Errorf("channel %d: %w", i, err)
+		}
+		res.Started = i
+		res.Evicted = c.Warm().Processes < i
+	}
+	s := c.Warm()
+	res.Kept = s.Processes
+	groups, err := waitOwnedGroups(owner, res.Kept, 30*time.Second)
+	if err != nil {
+		return res, err
+	}
+	usage := procmem.Groups(groups...)
+	for _, g := range groups {
+		u := usage[g]
+		anonKB, fileKB := groupRSSSplit(owner, g)
+		res.Procs = append(res.Procs, fitProc{PSS: u.PSSBytes, PSSAnon: u.PSSAnonBytes, PSSFile: u.PSSFileBytes,
+			RSS: u.RSSBytes, RSSAnon: int64(anonKB) << 10, RSSFile: int64(fileKB) << 10})
+		res.RSSOnly += u.RSSOnly
+	}
+	return res, nil
+}
+
+// ownedGroups lists the process groups of the live processes that carry
+// owner's mark (proc.Spec.Owner sets GATEWAY_OWNER_<owner>=1 in their
+// environment), and, for each group, its marked pids.
+func ownedGroups(owner string) map[int][]int {
+	mark := "GATEWAY_OWNER_" + owner + "=1"
+	out := map[int][]int{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		pgrp, live := statPgrp(stat)
+		if !live {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			continue
+		}
+		out[pgrp] = append(out[pgrp], pid)
+	}
+	return out
+}
+
+// statPgrp reads the process group from /proc/<pid>/stat, and whether the
+// process is alive (not a zombie).
+func statPgrp(b []byte) (int, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	return pgrp, err == nil
+}
+
+// waitOwnedGroups waits until owner's marked processes are in exactly n
+// process groups (the evicted group gone), and returns them sorted.
+func waitOwnedGroups(owner string, n int, within time.Duration) ([]int, error) {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		groups := slices.Sorted(maps.Keys(ownedGroups(owner)))
+		if len(groups) == n {
+			return groups, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the claude processes are in %d process groups after %v, want the %d kept", len(groups), within, n)
+		}
+		<-tick.C
+	}
+}
+
+// groupRSSSplit sums RssAnon and RssFile (kB) over group's marked
+// processes.
+func groupRSSSplit(owner string, group int) (anonKB, fileKB int) {
+	for _, pid := range ownedGroups(owner)[group] {
+		if st, err := procStatus(pid); err == nil {
+			anonKB += st["RssAnon"]
+			fileKB += st["RssFile"]
+		}
+	}
+	return anonKB, fileKB
+}
+
+// warmFitMarkdown is the BENCHMARKS.md section on the measurement.
+func warmFitMarkdown(r warmFitResult) []string {
+	const head = "## Warm claude processes per GiB"
+	if r.Skipped != "" {
+		return []string{head, "", "Not measured: " + r.Skipped + ".", ""}
+	}
+	sum := r.Sum()
+	n := int64(max(len(r.Procs), 1))
+	kept := fmt.Sprintf("%d", r.Kept)
+	if !r.Evicted {
+		kept = fmt.Sprintf("at least %d (the pool had not stopped one after %d channels)", r.Kept, r.Started)
+	}
+	lines := []string{head, "",
+		fmt.Sprintf("The real claude CLI (%s) against the in-process fake Anthropic API, one channel per process, one turn each, through the claude adapter's pool with MAX_WARM_MEMORY_MB=%d, until the pool stopped one: %s stayed warm of %d started. "+
+			"Memory is read once the stopped process group was gone; PSS from /proc/<pid>/smaps_rollup, RSS from /proc/<pid>/status.", r.Version, r.CapMiB, kept, r.Started),
+		"",
+		"| kept processes | PSS (what the cap counts) | of it anonymous | of it file-backed | RSS | of it anonymous | of it file-backed |",
+		"|---|---|---|---|---|---|---|",
+		fmt.Sprintf("| all %d, summed | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |", len(r.Procs),
+			mb(sum.PSS), mb(sum.PSSAnon), mb(sum.PSSFile), mb(sum.RSS), mb(sum.RSSAnon), mb(sum.RSSFile)),
+		fmt.Sprintf("| one, on average | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |",
+			mb(sum.PSS/n), mb(sum.PSSAnon/n), mb(sum.PSSFile/n), mb(sum.RSS/n), mb(sum.RSSAnon/n), mb(sum.RSSFile/n)),
+		"",
+		fmt.Sprintf("RSS counts the file-backed pages (claude's binary, shared by every warm process) once per process: the kept processes' summed RSS is %.1f MB, %.1fx their summed PSS; a cap on summed RSS would have held %d of them.",
+			mb(sum.RSS), float64(sum.RSS)/float64(max(sum.PSS, 1)), fitsByRSS(r)),
+	}
+	if r.RSSOnly > 0 {
+		lines = append(lines, "", fmt.Sprintf("%d processes' smaps_rollup could not be read: they count by RSS in the PSS figures.", r.RSSOnly))
+	}
+	return append(lines, "")
+}
+
+// fitsByRSS is how many of the kept processes, in order, a cap on summed
+// RSS at r.CapMiB would have held.
+func fitsByRSS(r warmFitResult) int {
+	var total int64
+	for i, p := range r.Procs {
+		total += p.RSS
+		if total > int64(r.CapMiB)<<20 {
+			return i
+		}
+	}
+	return len(r.Procs)
+}
+
+// warmFitLines are the lines the -warm flag prints for the measurement.
+func warmFitLines(r warmFitResult) []string {
+	if r.Skipped != "" {
+		return []string{"claude warm per GiB: skipped: " + r.Skipped}
+	}
+	sum := r.Sum()
+	n := int64(max(len(r.Procs), 1))
+	return []string{
+		fmt.Sprintf("claude warm per GiB: %d kept of %d started under MAX_WARM_MEMORY_MB=%d (evicted: %v); summed PSS %.1f MB, summed RSS %.1f MB",
+			r.Kept, r.Started, r.CapMiB, r.Evicted, mb(sum.PSS), mb(sum.RSS)),
+		fmt.Sprintf("claude warm per GiB: one process on average PSS %.1f MB (anonymous %.1f, file-backed %.1f), RSS %.1f MB (anonymous %.1f, file-backed %.1f) (claude %s)",
+			mb(sum.PSS/n), mb(sum.PSSAnon/n), mb(sum.PSSFile/n), mb(sum.RSS/n), mb(sum.RSSAnon/n), mb(sum.RSSFile/n), r.Version),
+	}
 }

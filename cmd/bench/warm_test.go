@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +59,85 @@ func TestClaudeBinaryMissingIsSkipped(t *testing.T) {
 	r, err := runWarm()
 	if err != nil || r.Skipped == "" {
 		t.Fatalf("runWarm() = %+v, %v; want a skip", r, err)
+	}
+}
+
+func TestWarmFitMarkdown(t *testing.T) {
+	t.Parallel()
+	proc := fitProc{PSS: 125 << 20, PSSAnon: 115 << 20, PSSFile: 10 << 20, RSS: 192 << 20, RSSAnon: 115 << 20, RSSFile: 77 << 20}
+	r := warmFitResult{Version: "2.1.330", CapMiB: 1024, Started: 9, Kept: 8, Evicted: true}
+	for range 8 {
+		r.Procs = append(r.Procs, proc)
+	}
+	want := []string{"## Warm claude processes per GiB", "",
+		"The real claude CLI (2.1.330) against the in-process fake Anthropic API, one channel per process, one turn each, through the claude adapter's pool with MAX_WARM_MEMORY_MB=1024, until the pool stopped one: 8 stayed warm of 9 started. " +
+			"Memory is read once the stopped process group was gone; PSS from /proc/<pid>/smaps_rollup, RSS from /proc/<pid>/status.",
+		"",
+		"| kept processes | PSS (what the cap counts) | of it anonymous | of it file-backed | RSS | of it anonymous | of it file-backed |",
+		"|---|---|---|---|---|---|---|",
+		"| all 8, summed | 1000.0 MB | 920.0 MB | 80.0 MB | 1536.0 MB | 920.0 MB | 616.0 MB |",
+		"| one, on average | 125.0 MB | 115.0 MB | 10.0 MB | 192.0 MB | 115.0 MB | 77.0 MB |",
+		"",
+		"RSS counts the file-backed pages (claude's binary, shared by every warm process) once per process: the kept processes' summed RSS is 1536.0 MB, 1.5x their summed PSS; a cap on summed RSS would have held 5 of them.",
+		"",
+	}
+	if diff := cmp.Diff(want, warmFitMarkdown(r)); diff != "" {
+		t.Errorf("warmFitMarkdown (-want +got):\n%s", diff)
+	}
+	wantLines := []string{
+		"claude warm per GiB: 8 kept of 9 started under MAX_WARM_MEMORY_MB=1024 (evicted: true); summed PSS 1000.0 MB, summed RSS 1536.0 MB",
+		"claude warm per GiB: one process on average PSS 125.0 MB (anonymous 115.0, file-backed 10.0), RSS 192.0 MB (anonymous 115.0, file-backed 77.0) (claude 2.1.330)",
+	}
+	if diff := cmp.Diff(wantLines, warmFitLines(r)); diff != "" {
+		t.Errorf("warmFitLines (-want +got):\n%s", diff)
+	}
+}
+
+func TestWarmFitMarkdownSaysWhatItDidNotMeasure(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    warmFitResult
+		want string
+	}{
+		{"no claude", warmFitResult{Skipped: "no claude CLI at x"}, "Not measured: no claude CLI at x."},
+		{"no eviction", warmFitResult{Version: "v", CapMiB: 1024, Started: 24, Kept: 24, Procs: []fitProc{{PSS: 1, RSS: 1}}}, "at least 24 (the pool had not stopped one after 24 channels)"},
+		{"smaps_rollup unreadable", warmFitResult{Version: "v", CapMiB: 1024, Started: 2, Kept: 1, Evicted: true, RSSOnly: 1, Procs: []fitProc{{PSS: 1, RSS: 1}}}, "1 processes' smaps_rollup could not be read"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := strings.Join(warmFitMarkdown(tt.r), "\n"); !strings.Contains(got, tt.want) {
+				t.Errorf("warmFitMarkdown:\n%s\nwant it to contain %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWarmFitMissingClaudeIsSkipped(t *testing.T) {
+	t.Setenv("CLAUDE_BIN", t.TempDir()+"/no-such-claude")
+	r, err := runWarmFit()
+	if err != nil || r.Skipped == "" {
+		t.Fatalf("runWarmFit() = %+v, %v; want a skip", r, err)
+	}
+}
+
+func TestStatPgrp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		stat string
+		pgrp int
+		live bool
+	}{
+		{"12 (claude) S 1 12 12 0", 12, true},
+		{"13 (a (b) c) R 12 12 12 0", 12, true},
+		{"14 (claude) Z 1 12 12 0", 0, false},
+		{"garbage", 0, false},
+	}
+	for _, tt := range tests {
+		pgrp, live := statPgrp([]byte(tt.stat))
+		if pgrp != tt.pgrp || live != tt.live {
+			t.Errorf("statPgrp(%q) = %d, %v; want %d, %v", tt.stat, pgrp, live, tt.pgrp, tt.live)
+		}
 	}
 }

@@ -96,6 +96,9 @@ type Usage struct {
 	// among the processes that map them. A process whose smaps_rollup
 	// could not be read counts by its RSS here (see RSSOnly).
 	PSSBytes int64
+	// PSSAnonBytes is the anonymous part of PSSBytes (heaps, stacks):
+	// memory the group alone holds, for the most part.
+	PSSAnonBytes int64
 	// PSSFileBytes is the file-backed part of PSSBytes (the binary's
 	// pages, mostly): pages that stay in memory for the other processes
 	// mapping them when this group ends.
@@ -150,6 +153,7 @@ func (r Reader) Groups(pgids ...int) map[int]Usage {
 		}
 		g := out[pgrp]
 		g.PSSBytes += u.PSSBytes
+		g.PSSAnonBytes += u.PSSAnonBytes
 		g.PSSFileBytes += u.PSSFileBytes
 		g.RSSBytes += u.RSSBytes
 		g.Processes++
@@ -171,7 +175,7 @@ func (r Reader) root() string {
 func processUsage(dir string) (Usage, bool) {
 	if b, err := os.ReadFile(filepath.Join(dir, "smaps_rollup")); err == nil {
 		if ro, err := ParseRollup(b); err == nil {
-			return Usage{PSSBytes: ro.PSSKB << 10, PSSFileBytes: ro.PSSFileKB << 10, RSSBytes: ro.RSSKB << 10, Processes: 1}, true
+			return Usage{PSSBytes: ro.PSSKB << 10, PSSAnonBytes: ro.PSSAnonKB << 10, PSSFileBytes: ro.PSSFileKB << 10, RSSBytes: ro.RSSKB << 10, Processes: 1}, true
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "statm"))

@@ -147,8 +147,8 @@ func TestGroupsSumsPSSOverEachGroup(t *testing.T) {
 	root := t.TempDir()
 	page := int64(os.Getpagesize())
 	writeFakeProc(t, root,
-		fakeProc{pid: 100, pgrp: 100, state: "S", rollup: "Rss: 1000 kB\nPss: 600 kB\nPss_File: 200 kB\n"},
-		fakeProc{pid: 101, pgrp: 100, state: "S", rollup: "Rss: 100 kB\nPss: 50 kB\nPss_File: 10 kB\n"},
+		fakeProc{pid: 100, pgrp: 100, state: "S", rollup: "Rss: 1000 kB\nPss: 600 kB\nPss_Anon: 400 kB\nPss_File: 200 kB\n"},
+		fakeProc{pid: 101, pgrp: 100, state: "S", rollup: "Rss: 100 kB\nPss: 50 kB\nPss_Anon: 40 kB\nPss_File: 10 kB\n"},
 		// Another user's process: no smaps_rollup, counted by RSS.
 		fakeProc{pid: 102, pgrp: 100, state: "R", rssPages: 3},
 		fakeProc{pid: 103, pgrp: 100, state: "Z", rollup: "Rss: 9 kB\nPss: 9 kB\n"},
@@ -160,7 +160,7 @@ func TestGroupsSumsPSSOverEachGroup(t *testing.T) {
 	}
 	got := Reader{Root: root}.Groups(100, 200, 400)
 	want := map[int]Usage{
-		100: {PSSBytes: 650<<10 + 3*page, PSSFileBytes: 210 << 10, RSSBytes: 1100<<10 + 3*page, Processes: 3, RSSOnly: 1},
+		100: {PSSBytes: 650<<10 + 3*page, PSSAnonBytes: 440 << 10, PSSFileBytes: 210 << 10, RSSBytes: 1100<<10 + 3*page, Processes: 3, RSSOnly: 1},
 		200: {PSSBytes: 40 << 10, RSSBytes: 80 << 10, Processes: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
