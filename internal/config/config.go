@@ -141,8 +141,9 @@ type Config struct {
 	// MaxConcurrent (see WarmCap). The least recently used idle one goes
 	// first.
 	MaxWarm int
-	// WarmMemoryMB caps the resident memory of all warm process groups
-	// together, measured from /proc (MAX_WARM_MEMORY_MB); 0 means no cap.
+	// WarmMemoryMB caps the proportional memory (PSS) of all warm process
+	// groups together, read from /proc/<pid>/smaps_rollup, or their RSS
+	// where that cannot be read (MAX_WARM_MEMORY_MB); 0 means no cap.
 	WarmMemoryMB int
 	// HangTimeout is how long a busy warm process may print nothing
 	// before it is killed and the turn retried once (AGENT_HANG_TIMEOUT).

@@ -152,7 +152,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvWarmMemoryMB},
 		Default: "`0` (no cap)",
-		Meaning: "cap on the resident memory of all warm claude process groups together (read from `/proc`); idle processes are stopped, least recently used first, while the sum is over it. RSS counts the 77 MB of claude's binary shared between processes once per process, so the cap errs on the safe side",
+		Meaning: "cap on the proportional memory (PSS, from `/proc/<pid>/smaps_rollup`) of all warm claude process groups together; idle processes are stopped, least recently used first, while the sum is over it, and a process in the middle of a turn never is. PSS divides the 77 MB of claude's binary among the processes sharing it, so the sum is the memory they hold together; where smaps_rollup cannot be read (a kernel before 4.14, or claude running as another user) those processes count by RSS, which counts the shared pages in each, and the log says so once",
 	},
 	{
 		Names:   []string{EnvHangTimeout},
