@@ -155,3 +155,36 @@ func TestFileCacheWatchSeesRemoval(t *testing.T) {
 		t.Error("a removed file was served from the cache")
 	}
 }
+
+func TestFileCacheSeesSymlinkRetargeted(t *testing.T) {
+	// A Kubernetes ConfigMap volume: f.md -> ..data/f.md, and an update
+	// points ..data at a new directory.
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		os.Mkdir(filepath.Join(dir, v), 0o700)
+		os.WriteFile(filepath.Join(dir, v, "f.md"), []byte(v), 0o600)
+		settle(t, filepath.Join(dir, v, "f.md"))
+	}
+	os.Symlink("v1", filepath.Join(dir, "..data"))
+	path := filepath.Join(dir, "f.md")
+	os.Symlink(filepath.Join("..data", "f.md"), path)
+	var c fileCache
+	read := func() string {
+		t.Helper()
+		s, _, err := c.read(path, func() (string, error) { b, err := os.ReadFile(path); return string(b), err })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if read() != "v1" || read() != "v1" {
+		t.Fatal("the first version was not read")
+	}
+	os.Symlink("v2", filepath.Join(dir, "..data_tmp"))
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "v2" {
+		t.Errorf("read %q after the link was pointed at v2, want v2", got)
+	}
+}

@@ -20,11 +20,13 @@ import (
 // it: a cache entry checked after a drain that found no event for its
 // file is as fresh as a stat would make it. Each file is watched through
 // its directory (edits, creations, renames, removals by that path) and as
-// an inode (edits through another path: a hard link, a bind mount, a
-// symlink's target). Files on file systems that do not report every
-// change to inotify (network and FUSE file systems) are not watched and
-// are looked at every time, as are all files when inotify is not
-// available. A queue overflow counts as a change of every file.
+// an inode (edits through another path: a hard link, a bind mount). Files
+// reached through a symbolic link, and files on file systems that do not
+// report every change to inotify (network and FUSE file systems), are not
+// watched and are looked at every time, as are all files when inotify is
+// not available. A queue overflow counts as a change of every file. What
+// is not seen: an ancestor of the directory renamed and another put in
+// its place (the directory's own rename is seen).
 //
 // It is safe for concurrent use: mu guards everything below it.
 type changeWatch struct {
@@ -66,7 +68,7 @@ const (
 func (w *changeWatch) watch(path string) (v version, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.fd < 0 || !reportsChanges(path) {
+	if w.fd < 0 || !reportsChanges(path) || throughSymlink(path) {
 		return version{}, false
 	}
 	dir := filepath.Dir(path)
@@ -182,6 +184,15 @@ func (w *changeWatch) changedAllLocked(wd int) {
 	for _, p := range w.inodes[wd] {
 		w.gen[p] = w.counter
 	}
+}
+
+// throughSymlink reports whether path leads through a symbolic link (or
+// cannot be resolved). Such a file is not watched: the link may be
+// pointed elsewhere (a Kubernetes ConfigMap swaps its "..data" link) with
+// no event naming the file.
+func throughSymlink(path string) bool {
+	real, err := filepath.EvalSymlinks(path)
+	return err != nil || real != filepath.Clean(path)
 }
 
 // reportsChanges reports whether the file system path is on reports every
