@@ -184,12 +184,19 @@ type SeenStore interface {
 }
 
 // DeliveryLog records what happens to replies (see Options.Deliveries).
-// Replied is called before a reply is handed to the outbox; Delivered after
-// each of its messages was posted (chunk counts from 0); Settled once the
-// reply was posted whole (delivered) or given up on (Discord refused it, or
-// did not take it within the delivery window), but not when the bot stopped
-// with the reply still pending: a restart delivers that one.
+// Handed is called when a reply is handed to the outbox, as the turn ends:
+// the event finishes at Settled, not with its turn. Replied records the
+// reply on the outbox's goroutine for the channel before its first message
+// is posted, so the turn's lane goes on without waiting for the disk and
+// the replies of many channels share a sync; ErrTakenOver from it means
+// another process answers, and nothing is posted. Delivered is called after
+// each of the reply's messages was posted (chunk counts from 0); Settled
+// once the reply was posted whole (delivered) or given up on (Discord
+// refused it, or did not take it within the delivery window), but not when
+// the bot stopped with the reply still pending: a restart delivers that
+// one.
 type DeliveryLog interface {
+	Handed(event uint64)
 	Replied(event uint64, text string, files []string) error
 	Delivered(event uint64, chunk int, messageID string)
 	Settled(event uint64, delivered bool)
@@ -200,6 +207,27 @@ type DeliveryLog interface {
 // arrives while the gateway stops is kept instead of refused.
 type Keeper interface {
 	Keep(queue.Event) (queue.Event, error)
+}
+
+// Submitter is an optional ability of an Intake: Submit places an event in
+// the journal's order and returns without waiting for the disk, and the
+// Pending's Wait says whether it was accepted (queue.Queue.Submit). With
+// it, the intake takes the next message while the last one's record is
+// written, and the records of a burst share one fsync.
+type Submitter interface {
+	Submit(queue.Event) (*queue.Pending, error)
+}
+
+// stillWaiting reports whether e waits in its lane: not started, not
+// dropped.
+func (b *Bot) stillWaiting(e queue.Event) bool {
+	_, _, waiting := b.intake.Lane(e.Lane)
+	for _, w := range waiting {
+		if w.ID == e.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // RestartingNotice answers a prompt that will be answered after a restart;

@@ -205,18 +205,55 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if sub, ok := b.intake.(Submitter); ok {
+		p, err := sub.Submit(e)
+		if err != nil {
+			b.refusedLocked(m, err, log)
+			return
+		}
+		// The next message is taken while this one's record reaches the
+		// disk, with those of the messages around it.
+		go func() {
+			rcpt, err := p.Wait()
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if err != nil {
+				b.refusedLocked(m, err, log)
+				return
+			}
+			b.acceptedLocked(m, rcpt, thread, true, log)
+		}()
+		return
+	}
 	rcpt, err := b.intake.Enqueue(e)
+	if err != nil {
+		b.refusedLocked(m, err, log)
+		return
+	}
+	b.acceptedLocked(m, rcpt, thread, false, log)
+}
+
+// refusedLocked tells the author of m why the intake refused it, unless it
+// was accepted by an earlier run. mu must be held.
+func (b *Bot) refusedLocked(m discord.Message, err error, log zerolog.Logger) {
 	if errors.Is(err, queue.ErrDuplicate) {
 		// Accepted by an earlier run (fetched again by the catch-up): it
 		// is answered from the inbox.
 		log.Debug().Msg("prompt accepted before; not taken again")
 		return
 	}
-	if err != nil {
-		var full *queue.FullError
-		notify := !errors.As(err, &full) || b.busyNoticeDueLocked(m.ChannelID)
-		go b.refuse(m.ChannelID, m.ID, err, notify)
-		return
+	var full *queue.FullError
+	notify := !errors.As(err, &full) || b.busyNoticeDueLocked(m.ChannelID)
+	go b.refuse(m.ChannelID, m.ID, err, notify)
+}
+
+// acceptedLocked shows that m was accepted: its thread, and ⏳ while it
+// waits. late is set when the prompt was accepted after the intake went
+// on (Submitter): its turn may have started, or been dropped, meanwhile,
+// and then gets no ⏳. mu must be held.
+func (b *Bot) acceptedLocked(m discord.Message, rcpt queue.Receipt, thread, late bool, log zerolog.Logger) {
+	if late && rcpt.Waiting && !b.stillWaiting(rcpt.Event) {
+		rcpt.Waiting = false
 	}
 	log.Info().Uint64("event", rcpt.Event.ID).Bool("waiting", rcpt.Waiting).Bool("thread", thread).Msg("prompt accepted")
 	if thread {

@@ -10,6 +10,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -208,19 +209,37 @@ func (b *Bot) ReplyWithFiles(_ context.Context, e queue.Event, text string, atta
 	if len(parts) == 0 {
 		return nil
 	}
-	if b.opts.Deliveries != nil {
+	var record func() error
+	if log := b.opts.Deliveries; log != nil {
 		paths := make([]string, len(attached))
 		for i, f := range attached {
 			paths[i] = f.Path
 		}
-		if err := b.opts.Deliveries.Replied(e.ID, text, paths); errors.Is(err, ErrTakenOver) {
-			b.log.Warn().Uint64("event", e.ID).Msg("reply not posted: another process took the event over and answers it")
-			return nil
-		} else if err != nil {
-			b.log.Error().Err(err).Uint64("event", e.ID).Msg("could not record the reply before delivering it; a restart now may post it again")
-		}
+		log.Handed(e.ID)
+		record = func() error { return log.Replied(e.ID, text, paths) }
 	}
-	return b.hand(e, discord.ChannelID(channel), text, parts, 0)
+	err = b.handRecorded(e, discord.ChannelID(channel), text, parts, record)
+	if err != nil && record != nil {
+		// Not kept (a long Discord outage): recorded now, so that a
+		// restart delivers it.
+		b.recordReply(e.ID, record)
+	}
+	return err
+}
+
+// recordReply runs a reply's record (DeliveryLog.Replied) and reports
+// whether the reply may be posted: not when another process took its
+// event over.
+func (b *Bot) recordReply(event uint64, record func() error) bool {
+	err := record()
+	switch {
+	case errors.Is(err, ErrTakenOver):
+		b.log.Warn().Uint64("event", event).Msg("reply not posted: another process took the event over and answers it")
+		return false
+	case err != nil:
+		b.log.Error().Err(err).Uint64("event", event).Msg("could not record the reply before delivering it; a restart now may post it again")
+	}
+	return true
 }
 
 // Resume delivers a reply a previous run recorded (DeliveryLog.Replied)
@@ -262,8 +281,17 @@ func (b *Bot) Resume(e queue.Event, text string, paths []string, delivered map[i
 
 // hand gives a reply to its channel's delivery goroutine, from part next.
 func (b *Bot) hand(e queue.Event, channel discord.ChannelID, text string, parts []part, next int) error {
-	d := &delivery{event: e.ID, channel: channel, parts: parts, next: next, length: len(text)}
-	for _, p := range parts {
+	return b.handDelivery(e, &delivery{event: e.ID, channel: channel, parts: parts, next: next, length: len(text)})
+}
+
+// handRecorded hands a new reply to the outbox, which runs record before
+// posting it.
+func (b *Bot) handRecorded(e queue.Event, channel discord.ChannelID, text string, parts []part, record func() error) error {
+	return b.handDelivery(e, &delivery{event: e.ID, channel: channel, parts: parts, length: len(text), record: record})
+}
+
+func (b *Bot) handDelivery(e queue.Event, d *delivery) error {
+	for _, p := range d.parts {
 		d.size += p.size()
 	}
 	if d.in = b.takeInteraction(e.ReplyTo); d.in != nil {
@@ -271,11 +299,15 @@ func (b *Bot) hand(e queue.Event, channel discord.ChannelID, text string, parts 
 	} else if ref, ok := replyRef(e); ok {
 		d.ref = ref
 	}
-	if !b.out.add(d, b.deliverChannel) {
+	record, ok := b.out.add(d, b.deliverChannel)
+	if record != nil && !b.recordReply(d.event, record) {
+		d.takenOver.Store(true)
+	}
+	if !ok {
 		if d.in != nil {
 			go b.answerNotice(d.in, backlogNotice)
 		}
-		return fmt.Errorf("reply to event %d (%d bytes): %w", e.ID, len(text), ErrBacklog)
+		return fmt.Errorf("reply to event %d (%d bytes): %w", e.ID, d.length, ErrBacklog)
 	}
 	return nil
 }
@@ -297,6 +329,12 @@ type delivery struct {
 	parts []part
 	// next is the first part not delivered yet.
 	next int
+	// record, if set, records the reply before its first message is
+	// posted (DeliveryLog.Replied); it is cleared once run.
+	record func() error
+	// takenOver is set when the record found the event answered by
+	// another process: nothing is posted.
+	takenOver atomic.Bool
 	// length is the answer's length in bytes; size what parts hold.
 	length, size int
 }
@@ -328,11 +366,11 @@ func newOutbox() outbox {
 
 // add queues d behind its channel's replies, starting the channel's
 // delivery goroutine if there is none. It reports false when full.
-func (o *outbox) add(d *delivery, serve func(*delivery)) bool {
+func (o *outbox) add(d *delivery, serve func(*delivery)) (queuedRecord func() error, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.pending > 0 && (o.pending >= maxPendingReplies || o.bytes+d.size > maxPendingBytes) {
-		return false
+		return nil, false
 	}
 	if o.pending == 0 {
 		o.idle = make(chan struct{})
@@ -340,11 +378,17 @@ func (o *outbox) add(d *delivery, serve func(*delivery)) bool {
 	o.pending++
 	o.bytes += d.size
 	q := o.lanes[d.channel]
+	if len(q) > 0 {
+		// It waits behind another reply, maybe for long (Discord
+		// failing): its record is the caller's to run now, so that a
+		// restart meanwhile finds it.
+		queuedRecord, d.record = d.record, nil
+	}
 	o.lanes[d.channel] = append(q, d)
 	if len(q) == 0 {
 		go serve(d)
 	}
-	return true
+	return queuedRecord, true
 }
 
 // done removes the channel's head d and returns the next reply, or nil
@@ -449,6 +493,15 @@ func (b *Bot) deliverChannel(d *delivery) {
 // pass, for at most DeliveryWindow. The parts already posted are not posted
 // again; each part's nonce makes a retry after an ambiguous failure safe.
 func (b *Bot) deliver(d *delivery) {
+	if record := d.record; record != nil {
+		d.record = nil
+		if !b.recordReply(d.event, record) {
+			return
+		}
+	}
+	if d.takenOver.Load() {
+		return
+	}
 	log := b.log.With().Str("channel", d.channel.String()).Uint64("event", d.event).Int("length", d.length).Logger()
 	start := b.clock.Now()
 	deadline := start.Add(b.opts.DeliveryWindow)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -398,22 +400,127 @@ func TestRetryDelay(t *testing.T) {
 }
 
 func TestOutboxIsBounded(t *testing.T) {
+	add := func(o *outbox, d *delivery, serve func(*delivery)) bool {
+		_, ok := o.add(d, serve)
+		return ok
+	}
 	o := newOutbox()
 	hold := func(*delivery) {} // nothing is ever delivered
 	for i := range maxPendingReplies {
-		if !o.add(&delivery{channel: discord.ChannelID(i%7 + 1), size: 10}, hold) {
+		if !add(&o, &delivery{channel: discord.ChannelID(i%7 + 1), size: 10}, hold) {
 			t.Fatalf("reply %d refused", i+1)
 		}
 	}
-	if o.add(&delivery{channel: 1, size: 10}, hold) {
+	if add(&o, &delivery{channel: 1, size: 10}, hold) {
 		t.Errorf("reply %d taken; the bound is %d", maxPendingReplies+1, maxPendingReplies)
 	}
 
 	o = newOutbox()
-	if !o.add(&delivery{channel: 1, size: maxPendingBytes + 1}, hold) {
+	if !add(&o, &delivery{channel: 1, size: maxPendingBytes + 1}, hold) {
 		t.Error("a large reply refused while none is waiting")
 	}
-	if o.add(&delivery{channel: 2, size: 1}, hold) {
+	if add(&o, &delivery{channel: 2, size: 1}, hold) {
 		t.Error("a reply taken beyond maxPendingBytes")
+	}
+}
+
+// deliveryLog records the DeliveryLog calls, in order.
+type deliveryLog struct {
+	mu       sync.Mutex
+	calls    []string
+	takenBy  map[uint64]bool // events another process took over
+	replied  chan uint64
+	recorded map[uint64]bool
+}
+
+func newDeliveryLog() *deliveryLog {
+	return &deliveryLog{takenBy: map[uint64]bool{}, replied: make(chan uint64, 16), recorded: map[uint64]bool{}}
+}
+
+func (l *deliveryLog) add(format string, args ...any) {
+	l.mu.Lock()
+	l.calls = append(l.calls, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+func (l *deliveryLog) Handed(event uint64) { l.add("handed %d", event) }
+
+func (l *deliveryLog) Replied(event uint64, text string, _ []string) error {
+	l.add("replied %d", event)
+	l.mu.Lock()
+	taken := l.takenBy[event]
+	l.recorded[event] = true
+	l.mu.Unlock()
+	l.replied <- event
+	if taken {
+		return ErrTakenOver
+	}
+	return nil
+}
+
+func (l *deliveryLog) Delivered(event uint64, chunk int, _ string) {
+	l.add("delivered %d/%d", event, chunk)
+}
+
+func (l *deliveryLog) Settled(event uint64, delivered bool) { l.add("settled %d %v", event, delivered) }
+
+func (l *deliveryLog) wasRecorded(event uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recorded[event]
+}
+
+// A reply is recorded on the outbox's goroutine before it is posted, so
+// that the turn goes on without waiting for the disk; a reply that waits
+// behind another (Discord failing) is recorded before Reply returns, so
+// that a restart meanwhile finds it; a reply whose event another process
+// took over is not posted.
+func TestRepliesAreRecordedBeforeTheyArePosted(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	log := newDeliveryLog()
+	tb := startBot(t, Options{Clock: clock, Deliveries: log, DeliveryBackoff: time.Second, DeliveryMaxBackoff: time.Second, DeliveryWindow: time.Hour})
+	path := "/channels/" + tb.channel.String() + "/messages"
+	tb.fd.Fail(fakediscord.Fault{Method: "POST", Path: path, Status: 503, Times: 1 << 30})
+	first := tb.fd.Post(tb.channel, tb.user, "first prompt")
+	second := tb.fd.Post(tb.channel, tb.user, "second prompt")
+	third := tb.fd.Post(tb.channel, tb.user, "third prompt")
+	log.takenBy[3] = true
+	ctx := context.Background()
+	if err := tb.Reply(ctx, tb.event(1, tb.channel, first.ID), "first answer"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-log.replied; got != 1 {
+		t.Fatalf("recorded %d first, want 1", got)
+	}
+	if err := tb.Reply(ctx, tb.event(2, tb.channel, second.ID), "second answer"); err != nil {
+		t.Fatal(err)
+	}
+	if !log.wasRecorded(2) {
+		t.Error("a reply waiting behind another was not recorded before Reply returned")
+	}
+	if err := tb.Reply(ctx, tb.event(3, tb.channel, third.ID), "third answer"); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, waitLong)
+	defer cancel()
+	if err := clock.BlockUntilContext(waitCtx, 1); err != nil {
+		t.Fatalf("the first reply is not waiting for a retry: %v", err)
+	}
+	tb.fd.ClearFaults()
+	clock.Advance(time.Second)
+	flush(t, tb)
+
+	var got []string
+	for _, m := range tb.fd.BotMessages(tb.channel) {
+		got = append(got, m.Content)
+	}
+	if diff := cmp.Diff([]string{"first answer", "second answer"}, got); diff != "" {
+		t.Errorf("posted (-want +got; the third was taken over):\n%s", diff)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	want := []string{"handed 1", "replied 1", "handed 2", "replied 2", "handed 3", "replied 3", "delivered 1/0", "settled 1 true", "delivered 2/0", "settled 2 true"}
+	if diff := cmp.Diff(want, log.calls); diff != "" {
+		t.Errorf("delivery log (-want +got):\n%s", diff)
 	}
 }

@@ -181,11 +181,16 @@ func (d *durable) SaveSeen(batch []discord.SeenMessage) error {
 	return d.in.See(seen...)
 }
 
-// Replied implements discord.DeliveryLog.
-func (d *durable) Replied(event uint64, text string, files []string) error {
+// Handed implements discord.DeliveryLog.
+func (d *durable) Handed(event uint64) {
 	d.mu.Lock()
 	d.replied[event] = true
 	d.mu.Unlock()
+}
+
+// Replied implements discord.DeliveryLog.
+func (d *durable) Replied(event uint64, text string, files []string) error {
+	d.Handed(event)
 	err := d.in.Replied(event, text, files...)
 	if errors.Is(err, jsinbox.ErrFenced) {
 		return fmt.Errorf("%w: %w", discord.ErrTakenOver, err)
