@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
@@ -20,6 +21,61 @@ import (
 
 // soakChannels is how many channels the soak's mentions go round.
 const soakChannels = 200
+
+// soakEventsPerSecond is the soak's rate: one event every 50 ms.
+const soakEventsPerSecond = 20
+
+// The gateway's default bounds on what it keeps in memory by design:
+// the finished events the inbox keeps for de-duplication
+// (INBOX_MAX_EVENTS) and the recent exchanges per channel
+// (HISTORY_MESSAGES).
+const (
+	defaultInboxMaxEvents  = 10000
+	defaultHistoryMessages = 20
+)
+
+// soakBounds are the gateway's memory bounds a soak runs with; 0 is the
+// default.
+type soakBounds struct {
+	InboxMaxEvents, HistoryMessages int
+}
+
+// soakBoundsFor is the bounds for a soak of d. The heap grows until the
+// inbox holds its 10,000 finished events and each channel its 20
+// exchanges (8 minutes and 4,000 events at the soak's rate), and then
+// stays: a soak shorter than about an hour would see only that fill and
+// call it a leak. A shorter soak bounds both to what the events of its
+// first sixth fill, so the fill is over within the first quarter, which
+// the flat rule leaves out.
+func soakBoundsFor(d time.Duration) soakBounds {
+	firstSixth := int(d.Seconds()) * soakEventsPerSecond / 6
+	var b soakBounds
+	if firstSixth < defaultInboxMaxEvents {
+		b.InboxMaxEvents = max(firstSixth, 100)
+	}
+	if perChannel := firstSixth / soakChannels; perChannel < defaultHistoryMessages {
+		b.HistoryMessages = max(perChannel, 1)
+	}
+	return b
+}
+
+func (b soakBounds) env() []string {
+	var env []string
+	if b.InboxMaxEvents > 0 {
+		env = append(env, fmt.Sprint("INBOX_MAX_EVENTS=", b.InboxMaxEvents))
+	}
+	if b.HistoryMessages > 0 {
+		env = append(env, fmt.Sprint("HISTORY_MESSAGES=", b.HistoryMessages))
+	}
+	return env
+}
+
+func (b soakBounds) String() string {
+	if b == (soakBounds{}) {
+		return "the default bounds (10,000 inbox events, 20 exchanges a channel)"
+	}
+	return strings.Join(b.env(), " ")
+}
 
 // soakSample is one reading of the gateway during the soak.
 type soakSample struct {
@@ -48,6 +104,8 @@ type soakResult struct {
 	Sent     soakTraffic
 	// Replies is the bot messages the fake Discord received.
 	Replies int
+	// Bounds are the memory bounds the gateway ran with.
+	Bounds soakBounds
 }
 
 // flatSlack is how much the last quarter's peak may exceed the second
@@ -122,8 +180,8 @@ func soakLines(r soakResult) []string {
 	mbOf := func(kb int) float64 { return float64(kb) / 1024 }
 	start, middle, end := r.startMiddleEnd()
 	return []string{
-		fmt.Sprintf("soak: %v, %d events (%d mentions over %d channels, %d /claude, %d /status, %d webhooks; %d webhook errors), %d bot messages",
-			r.Duration, r.Sent.total(), r.Sent.Mentions, soakChannels, r.Sent.Prompts, r.Sent.Status, r.Sent.Webhooks, r.Sent.WebhookErrors, r.Replies),
+		fmt.Sprintf("soak: %v, %d events (%d mentions over %d channels, %d /claude, %d /status, %d webhooks; %d webhook errors), %d bot messages, %s",
+			r.Duration, r.Sent.total(), r.Sent.Mentions, soakChannels, r.Sent.Prompts, r.Sent.Status, r.Sent.Webhooks, r.Sent.WebhookErrors, r.Replies, r.Bounds),
 		fmt.Sprintf("soak: RSS start %.1f MB, middle %.1f MB, end %.1f MB (anonymous %.1f, %.1f, %.1f MB); goroutines start %d, middle %d, end %d",
 			mbOf(start.RSSKB), mbOf(middle.RSSKB), mbOf(end.RSSKB), mbOf(start.AnonKB), mbOf(middle.AnonKB), mbOf(end.AnonKB), start.Goroutines, middle.Goroutines, end.Goroutines),
 		fmt.Sprintf("soak: RSS flat (last quarter's max %.1f MB within 10%% of the second quarter's %.1f MB) %s; goroutines flat (%d vs %d) %s",
@@ -163,7 +221,7 @@ func runSoak(d time.Duration) error {
 // writes each sample to progress. With BENCH_HEAP_PROFILE=file the child
 // writes a heap profile there at exit.
 func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, error) {
-	res := soakResult{Duration: d}
+	res := soakResult{Duration: d, Bounds: soakBoundsFor(d)}
 	fd := fakediscord.New()
 	defer fd.Close()
 	guild, first := fd.AddGuild("soak")
@@ -181,7 +239,9 @@ func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, 
 	if err != nil {
 		return res, err
 	}
-	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir, append(hook.env(), "MAX_CONCURRENT_QUERIES=20", "BENCH_HEAP_PROFILE="+os.Getenv("BENCH_HEAP_PROFILE"))...), true)
+	env := append(hook.env(), "MAX_CONCURRENT_QUERIES=20", "BENCH_HEAP_PROFILE="+os.Getenv("BENCH_HEAP_PROFILE"))
+	env = append(env, res.Bounds.env()...)
+	p, err := startGateway(self, []string{"child"}, gatewayEnv(fd, dir, env...), true)
 	if err != nil {
 		return res, err
 	}
@@ -197,7 +257,7 @@ func measureSoak(self string, d time.Duration, progress io.Writer) (soakResult, 
 		every = d / 20
 	}
 	fmt.Fprintf(progress, "%8s %8s %10s %10s %10s %10s\n", "elapsed", "events", "rss_mb", "anon_mb", "file_mb", "goroutines")
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(time.Second / soakEventsPerSecond)
 	defer tick.Stop()
 	sample := time.NewTicker(every)
 	defer sample.Stop()

@@ -46,6 +46,20 @@ func TestSoakFlatComparesTheLastQuarterWithTheSecond(t *testing.T) {
 	}
 }
 
+func TestSoakBoundsTheMemoryOnlyWhenShorterThanItsFill(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]soakBounds{
+		5 * time.Minute: {InboxMaxEvents: 1000, HistoryMessages: 5},
+		8 * time.Minute: {InboxMaxEvents: 1600, HistoryMessages: 8},
+		time.Hour:       {},
+		5 * time.Second: {InboxMaxEvents: 100, HistoryMessages: 1},
+	} {
+		if got := soakBoundsFor(d); got != want {
+			t.Errorf("soakBoundsFor(%v) = %+v, want %+v", d, got, want)
+		}
+	}
+}
+
 func TestSoakLinesSayStartMiddleEndAndTheVerdict(t *testing.T) {
 	t.Parallel()
 	r := soakResult{
@@ -53,9 +67,10 @@ func TestSoakLinesSayStartMiddleEndAndTheVerdict(t *testing.T) {
 		Samples:  samples([]int{10240, 14336, 15360, 15360, 15360, 15360, 15360, 16384}, []int{30, 30, 31, 30, 30, 32, 30, 31}),
 		Sent:     soakTraffic{Mentions: 900, Status: 50, Prompts: 50, Webhooks: 10},
 		Replies:  1000,
+		Bounds:   soakBoundsFor(8 * time.Minute),
 	}
 	want := []string{
-		"soak: 8m0s, 1010 events (900 mentions over 200 channels, 50 /claude, 50 /status, 10 webhooks; 0 webhook errors), 1000 bot messages",
+		"soak: 8m0s, 1010 events (900 mentions over 200 channels, 50 /claude, 50 /status, 10 webhooks; 0 webhook errors), 1000 bot messages, INBOX_MAX_EVENTS=1600 HISTORY_MESSAGES=8",
 		"soak: RSS start 10.0 MB, middle 15.0 MB, end 16.0 MB (anonymous 2.5, 3.8, 4.0 MB); goroutines start 30, middle 30, end 31",
 		"soak: RSS flat (last quarter's max 16.0 MB within 10% of the second quarter's 15.0 MB) OK; goroutines flat (31 vs 31) OK",
 	}
