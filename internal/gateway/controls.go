@@ -333,7 +333,7 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 	}
 	if c.warm != nil {
 		w := c.warm()
-		fmt.Fprintf(&b, "Warm agent processes: %d of %d (%d working), %d MB\n", w.Processes, c.cfg.WarmCap(), w.Busy, w.RSSBytes>>20)
+		fmt.Fprintf(&b, "Warm agent processes: %d of %d (%d working), %d MB (their proportional share of memory)\n", w.Processes, c.cfg.WarmCap(), w.Busy, w.PSSBytes>>20)
 	}
 	if c.ledger != nil {
 		gw, ch := c.ledger.Spent(c.clock.Now(), c.budgetChannel(cmd.ChannelID))
