@@ -230,19 +230,88 @@ func New(opts Options, handler Handler) *Queue {
 // Enqueue assigns the event its id and timestamp, records it in the
 // journal, and accepts it; or rejects it with *FullError, ErrClosed or the
 // journal's error.
-func (q *Queue) Enqueue(e Event) (r Receipt, err error) {
+func (q *Queue) Enqueue(e Event) (Receipt, error) {
+	p, err := q.Submit(e)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return p.Wait()
+}
+
+// Pending is an event handed to Submit: recorded in the journal's order,
+// its acceptance not yet known. Wait must be called once.
+type Pending struct {
+	q  *Queue
+	se *stagedEvent // nil when Submit settled the event itself
+	// commit makes se durable (the Stager's).
+	commit  func() error
+	receipt Receipt
+}
+
+// Event is the event with the id and time it was given.
+func (p *Pending) Event() Event {
+	if p.se != nil {
+		return p.se.e
+	}
+	return p.receipt.Event
+}
+
+// Wait waits until the event is durable and in its lane, and returns its
+// receipt, or the journal's error: the event was not accepted then.
+func (p *Pending) Wait() (Receipt, error) {
+	if p.se == nil {
+		return p.receipt, nil
+	}
+	q, se := p.q, p.se
+	err := p.commit()
+	q.mu.Lock()
+	se.committed, se.err = true, err
+	q.settleLocked()
+	q.mu.Unlock()
+	<-se.settled
+	if se.err != nil {
+		err = fmt.Errorf("journal event: %w", se.err)
+		q.enqueued(se.e, err)
+		return Receipt{}, err
+	}
+	q.enqueued(se.receipt.Event, nil)
+	return se.receipt, nil
+}
+
+// Submit is Enqueue in two steps, for a producer that takes events one
+// after the other and must not wait for the disk between them (Discord's
+// intake): it applies the limits, gives the event its id and places it in
+// the journal's order, and returns; Pending.Wait then waits until it is
+// durable. Events of concurrent Waits share the journal's sync. With a
+// journal that is not a Stager, Submit does all of Enqueue and Wait
+// returns at once.
+func (q *Queue) Submit(e Event) (*Pending, error) {
+	if j, ok := q.opts.Journal.(Stager); ok && !q.opts.Elsewhere {
+		p, err := q.stage(j, e)
+		if err != nil {
+			q.enqueued(e, err)
+		}
+		return p, err
+	}
+	r, err := q.enqueueNow(e)
+	if err != nil {
+		q.enqueued(e, err)
+		return nil, err
+	}
+	q.enqueued(r.Event, nil)
+	return &Pending{q: q, receipt: r}, nil
+}
+
+// enqueued tells Options.Enqueued how an Enqueue ended; no lock is held.
+func (q *Queue) enqueued(e Event, err error) {
 	if q.opts.Enqueued != nil {
-		// Deferred first, so it runs after the locks are released.
-		defer func() {
-			if err == nil {
-				e = r.Event
-			}
-			q.opts.Enqueued(e, err)
-		}()
+		q.opts.Enqueued(e, err)
 	}
-	if st, ok := q.opts.Journal.(Stager); ok && !q.opts.Elsewhere {
-		return q.enqueueStaged(st, e)
-	}
+}
+
+// enqueueNow records e in a journal that is not a Stager (or none) and
+// accepts it, holding the append lock across the journal's write.
+func (q *Queue) enqueueNow(e Event) (Receipt, error) {
 	q.appendMu.Lock()
 	defer q.appendMu.Unlock()
 	q.mu.Lock()
@@ -297,17 +366,17 @@ func (q *Queue) admitLocked(e *Event) (time.Time, error) {
 	return now, nil
 }
 
-// enqueueStaged is Enqueue with a Stager: the event is staged under the
-// append lock, so ids and the store's order agree, and committed outside
-// it, so that concurrent events share the store's sync.
-func (q *Queue) enqueueStaged(j Stager, e Event) (Receipt, error) {
+// stage is Submit with a Stager: the event is staged under the append
+// lock, so ids and the journal's order agree; Pending.Wait commits it
+// outside any lock, so that concurrent events share the journal's sync.
+func (q *Queue) stage(j Stager, e Event) (*Pending, error) {
 	q.appendMu.Lock()
+	defer q.appendMu.Unlock()
 	q.mu.Lock()
 	now, err := q.admitLocked(&e)
 	if err != nil {
 		q.mu.Unlock()
-		q.appendMu.Unlock()
-		return Receipt{}, err
+		return nil, err
 	}
 	se := &stagedEvent{e: e, settled: make(chan struct{})}
 	q.staged = append(q.staged, se)
@@ -317,28 +386,15 @@ func (q *Queue) enqueueStaged(j Stager, e Event) (Receipt, error) {
 	commit, err := j.Stage(e)
 
 	q.mu.Lock()
-	if err == nil {
-		q.nextID, q.last = max(q.nextID, e.ID), now
-	} else {
+	defer q.mu.Unlock()
+	if err != nil {
 		// Nothing was staged after it: the append lock is still held.
 		se.committed, se.err = true, err
 		q.settleLocked()
+		return nil, fmt.Errorf("journal event: %w", err)
 	}
-	q.mu.Unlock()
-	q.appendMu.Unlock()
-
-	if err == nil {
-		err = commit()
-		q.mu.Lock()
-		se.committed, se.err = true, err
-		q.settleLocked()
-		q.mu.Unlock()
-	}
-	<-se.settled
-	if se.err != nil {
-		return Receipt{}, fmt.Errorf("journal event: %w", se.err)
-	}
-	return se.receipt, nil
+	q.nextID, q.last = max(q.nextID, e.ID), now
+	return &Pending{q: q, se: se, commit: commit}, nil
 }
 
 // settleLocked moves the committed events at the head of the staged list
