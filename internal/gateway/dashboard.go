@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -179,7 +179,7 @@ func (d *dashboardSource) Snapshot() dashboard.State {
 		s.Running = append(s.Running, t)
 	}
 	d.mu.Unlock()
-	slices.SortFunc(s.Running, func(a, b dashboard.Turn) int { return a.StartedAt.Compare(b.StartedAt) })
+	sort.SliceStable(s.Running, func(i, j int) bool { return s.Running[i].StartedAt.Before(s.Running[j].StartedAt) })
 	s.Queue = lanesOf(d.queue.Waiting())
 	for i := range s.Queue {
 		s.Queue[i].Name = d.name(s.Queue[i].Lane)
@@ -468,7 +468,7 @@ func (d *dashboardSource) ownTurns() []dashboard.ProcessTurn {
 		out = append(out, dashboard.ProcessTurn{EventID: t.EventID, Lane: laneOf(t.ChannelID), ChannelName: t.ChannelName, Since: t.StartedAt})
 	}
 	d.mu.Unlock()
-	slices.SortFunc(out, func(a, b dashboard.ProcessTurn) int { return a.Since.Compare(b.Since) })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
 	return out
 }
 

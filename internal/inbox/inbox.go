@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -644,7 +645,7 @@ func (in *Inbox) Unfinished() []Entry {
 			out = append(out, e.clone())
 		}
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.Event.ID, b.Event.ID) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Event.ID < out[j].Event.ID })
 	return out
 }
 
@@ -794,7 +795,7 @@ func (in *Inbox) snapshotLocked() ([]byte, error) {
 		return err
 	}
 	seen := slices.Collect(maps.Values(in.seen))
-	slices.SortFunc(seen, func(a, b Seen) int { return cmp.Compare(a.Channel, b.Channel) })
+	sort.Slice(seen, func(i, j int) bool { return seen[i].Channel < seen[j].Channel })
 	header, err := encode(record{T: recHeader, Version: formatVersion, Prefix: in.prefix, At: in.created})
 	if err != nil {
 		return nil, err

@@ -1,12 +1,12 @@
 package queue
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 )
@@ -513,7 +513,7 @@ func (q *Queue) Run(ctx context.Context) (dropped []Event, err error) {
 	q.ready = nil
 	q.waiting = 0
 	q.mu.Unlock()
-	slices.SortFunc(dropped, func(a, b Event) int { return cmp.Compare(a.ID, b.ID) })
+	sort.Slice(dropped, func(i, j int) bool { return dropped[i].ID < dropped[j].ID })
 	for _, e := range dropped {
 		q.left(e, Dropped)
 	}
@@ -598,7 +598,7 @@ func (q *Queue) Waiting() []LaneWaiting {
 		}
 	}
 	q.mu.Unlock()
-	slices.SortFunc(out, func(a, b LaneWaiting) int { return cmp.Compare(a.Lane, b.Lane) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Lane < out[j].Lane })
 	return out
 }
 
@@ -612,7 +612,7 @@ func (q *Queue) Current() []Event {
 		}
 	}
 	q.mu.Unlock()
-	slices.SortFunc(out, func(a, b Event) int { return cmp.Compare(a.Lane, b.Lane) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Lane < out[j].Lane })
 	return out
 }
 
