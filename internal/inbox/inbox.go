@@ -23,7 +23,6 @@
 package inbox
 
 import (
-	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -151,7 +150,11 @@ type Inbox struct {
 	// cond is signalled when a batch has been synced.
 	cond    *sync.Cond
 	entries map[uint64]*Entry
-	keys    map[string]uint64
+	// finished counts the finished entries in memory; past KeepMax and a
+	// quarter, the oldest are trimmed (trimLocked) without waiting for a
+	// compaction, so memory stays bounded however the log grows.
+	finished int
+	keys     map[string]uint64
 	lastID  uint64
 	seen    map[string]Seen
 	prefix  string
@@ -306,6 +309,12 @@ func (in *Inbox) apply(r record) error {
 			return errTorn
 		}
 		e := r.Entry.clone()
+		if old := in.entries[e.Event.ID]; old != nil && old.State.Finished() {
+			in.finished--
+		}
+		if e.State.Finished() {
+			in.finished++
+		}
 		in.entries[e.Event.ID] = &e
 		if e.Event.Key != "" {
 			in.keys[e.Event.Key] = e.Event.ID
@@ -350,6 +359,9 @@ func (in *Inbox) apply(r record) error {
 	case recFinish:
 		if !r.State.Finished() {
 			return fmt.Errorf("%s is not an end state", r.State)
+		}
+		if !e.State.Finished() {
+			in.finished++
 		}
 		e.State = r.State
 	default:
@@ -429,6 +441,9 @@ func (in *Inbox) stageLocked(r record) error {
 		return err
 	}
 	in.buf = append(in.buf, b...)
+	if r.T == recFinish && in.finished > in.opts.KeepMax+in.opts.KeepMax/4 {
+		in.trimLocked(in.opts.KeepMax)
+	}
 	return nil
 }
 
@@ -825,25 +840,38 @@ func (in *Inbox) freshSize() int64 {
 }
 
 // forgetLocked drops the finished entries beyond the retention, with
-// their keys.
+// their keys (compaction: the new log holds neither).
 func (in *Inbox) forgetLocked() {
+	in.trimLocked(in.opts.KeepMax)
+	for k, id := range in.keys {
+		if _, ok := in.entries[id]; !ok {
+			delete(in.keys, k) // its entry was trimmed earlier
+		}
+	}
+}
+
+// trimLocked drops from memory the finished entries beyond the newest
+// keep ones and those older than KeepFor. Their keys stay until the next
+// compaction, because the log still holds their records: a replay must
+// refuse what the live inbox refused.
+func (in *Inbox) trimLocked(keep int) {
 	var finished []*Entry
 	for _, e := range in.entries {
 		if e.State.Finished() {
 			finished = append(finished, e)
 		}
 	}
-	slices.SortFunc(finished, func(a, b *Entry) int { return cmp.Compare(b.Event.ID, a.Event.ID) }) // newest first
+	sort.Slice(finished, func(i, j int) bool { return finished[i].Event.ID > finished[j].Event.ID }) // newest first
 	cutoff := in.opts.Now().Add(-in.opts.KeepFor)
+	kept := 0
 	for i, e := range finished {
-		if i < in.opts.KeepMax && !e.Updated.Before(cutoff) {
+		if i < keep && !e.Updated.Before(cutoff) {
+			kept++
 			continue
 		}
 		delete(in.entries, e.Event.ID)
-		if k := e.Event.Key; k != "" && in.keys[k] == e.Event.ID {
-			delete(in.keys, k)
-		}
 	}
+	in.finished = kept
 }
 
 const prefixAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -622,3 +622,31 @@ func TestStagedAddsShareSyncs(t *testing.T) {
 		t.Fatalf("after reopen %d waiting, want %d", st.Waiting, n)
 	}
 }
+
+// Finished entries beyond the retention leave memory as events finish,
+// not only when the log is compacted; their keys stay until then, so the
+// log replays as it was written.
+func TestRetentionBoundsMemoryBetweenCompactions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.log")
+	in := open(t, path, Options{KeepMax: 8})
+	for id := uint64(1); id <= 100; id++ {
+		must(t, in.Add(event(id, fmt.Sprint("k", id))))
+		must(t, in.Finish(id, Failed))
+		if n := in.Stats().Entries; n > 8+8/4 {
+			t.Fatalf("after %d finished events %d entries in memory, want at most %d", id, n, 8+8/4)
+		}
+	}
+	if err := in.Add(event(101, "k1")); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("the key of a trimmed event, still in the log, was not refused: %v", err)
+	}
+	must(t, in.Add(event(101, "")))
+	in.Close()
+	in = open(t, path, Options{KeepMax: 8})
+	defer in.Close()
+	if in.LastID() != 101 {
+		t.Fatalf("after reopen LastID = %d, want 101: the log did not replay whole", in.LastID())
+	}
+	if e, ok := in.Get(101); !ok || e.State != Accepted {
+		t.Fatalf("event 101 after reopen: %+v, %v", e, ok)
+	}
+}
