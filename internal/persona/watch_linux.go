@@ -35,7 +35,8 @@ type changeWatch struct {
 	dirs    map[int]string    // directory watch descriptor -> directory
 	inodes  map[int][]string  // inode watch descriptor -> paths it was added for
 	watched map[string]bool   // directories watched
-	gen     map[string]uint64 // path -> counter value at its last change
+	files   map[string]bool   // the files watched: only their changes are kept
+	gen     map[string]uint64 // file -> counter value at its last change
 	epoch   uint64            // counter value at the last overflow
 	counter uint64
 	buf     []byte
@@ -49,7 +50,7 @@ var changes = sync.OnceValue(func() *changeWatch {
 	}
 	return &changeWatch{
 		fd: fd, dirs: map[int]string{}, inodes: map[int][]string{}, watched: map[string]bool{},
-		gen: map[string]uint64{}, buf: make([]byte, 64<<10),
+		files: map[string]bool{}, gen: map[string]uint64{}, buf: make([]byte, 64<<10),
 	}
 })
 
@@ -83,6 +84,7 @@ func (w *changeWatch) watch(path string) (v version, ok bool) {
 	if err != nil {
 		return version{}, false
 	}
+	w.files[path] = true
 	if !slices.Contains(w.inodes[wd], path) {
 		w.inodes[wd] = append(w.inodes[wd], path)
 	}
@@ -148,7 +150,9 @@ func (w *changeWatch) apply(buf []byte) {
 		case ev.Mask&unix.IN_Q_OVERFLOW != 0:
 			w.epoch = w.counter
 		case name != "":
-			if dir, ok := w.dirs[wd]; ok {
+			// Other files of the directory (temp files, sessions.json)
+			// are not kept, or the map would grow with every write.
+			if dir, ok := w.dirs[wd]; ok && w.files[filepath.Join(dir, name)] {
 				w.gen[filepath.Join(dir, name)] = w.counter
 			}
 		default:
@@ -165,16 +169,9 @@ func (w *changeWatch) changedAllLocked(wd int) {
 	if dir, ok := w.dirs[wd]; ok {
 		// The directory itself was removed, moved or changed: every file
 		// in it may be another now.
-		for path := range w.gen {
+		for path := range w.files {
 			if filepath.Dir(path) == dir {
 				w.gen[path] = w.counter
-			}
-		}
-		for _, paths := range w.inodes {
-			for _, p := range paths {
-				if filepath.Dir(p) == dir {
-					w.gen[p] = w.counter
-				}
 			}
 		}
 		delete(w.dirs, wd)
