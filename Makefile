@@ -95,8 +95,8 @@ chaos: ## kill -9 the built gateway at random moments (CHAOS_KILLS, default 12; 
 chaos-cluster: ## the same across processes: a real nats-server, gateway run and two gateway workers, each kill -9'd at random moments (CHAOS_KILLS, default 12; CHAOS_RUN_TURNS=0 for an intake-only run node); every prompt answered exactly once, in order, and conversations resume on other workers
 	$(GO) test -count=1 -timeout 30m -tags chaos -run '^TestChaosCluster$$' -v ./internal/chaos/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)\|^ *{'; exit $${PIPESTATUS[0]}
 
-bench: ## measure footprint and speed; writes BENCHMARKS.md (a few minutes)
-	$(GO) run ./cmd/bench -out BENCHMARKS.md
+bench: ## measure footprint and speed; writes BENCHMARKS.md (about 40 minutes plus the soak: BENCH_SOAK, an hour by default)
+	$(GO) run ./cmd/bench -out BENCHMARKS.md -soak-for $${BENCH_SOAK:-1h}
 
 footprint: ## the quick footprint lines (binary, modules, start, idle RSS), as CI prints them
 	$(GO) run ./cmd/bench -footprint

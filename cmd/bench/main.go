@@ -39,6 +39,7 @@ func main() {
 	runs := flag.Int("runs", 5, "repetitions of each process measurement")
 	footprint := flag.Bool("footprint", false, "print the quick footprint lines only (CI)")
 	soak := flag.Duration("soak", 0, "run steady traffic for this long and print RSS and goroutines")
+	soakFor := flag.Duration("soak-for", time.Hour, "how long the report's soak runs")
 	loadOnly := flag.Bool("load", false, "run only the load measurement and print it (with BENCH_HEAP_PROFILE=file, the child writes a heap profile at exit)")
 	warmOnly := flag.Bool("warm", false, "run only the claude cold vs warm measurement and print it")
 	flag.Parse()
@@ -58,11 +59,11 @@ func main() {
 			res, err = runLoad(self)
 			fmt.Printf("after %d channels, %d events: RSS %.1f MB, 30 s later %.1f MB, %d goroutines\n",
 				res.Channels, res.Events, float64(res.RSSAfterKB)/1024, float64(res.RSSAfterIdleKB)/1024, res.Goroutines)
-			fmt.Printf("overhead in p50/p99: 1 channel %v/%v, 100 channels %v/%v\n", percentile(res.In1, 50), percentile(res.In1, 99), percentile(res.In100, 50), percentile(res.In100, 99))
-			fmt.Printf("overhead out p50/p99: 1 channel %v/%v, 100 channels %v/%v\n", percentile(res.Out1, 50), percentile(res.Out1, 99), percentile(res.Out100, 50), percentile(res.Out100, 99))
+			fmt.Printf("overhead in p50/p99: 1 channel %v/%v, 100 channels at 200/s %v/%v, at 2,000/s %v/%v\n", percentile(res.In1, 50), percentile(res.In1, 99), percentile(res.In200, 50), percentile(res.In200, 99), percentile(res.In100, 50), percentile(res.In100, 99))
+			fmt.Printf("overhead out p50/p99: 1 channel %v/%v, 100 channels at 200/s %v/%v, at 2,000/s %v/%v\n", percentile(res.Out1, 50), percentile(res.Out1, 99), percentile(res.Out200, 50), percentile(res.Out200, 99), percentile(res.Out100, 50), percentile(res.Out100, 99))
 		}
 	default:
-		err = runAll(*out, *runs)
+		err = runAll(*out, *runs, *soakFor)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
