@@ -104,6 +104,7 @@ const (
 	cliProcesses       = "cli_processes"
 	cliWarm            = "cli_warm_processes"
 	cliWarmRSS         = "cli_warm_rss_bytes"
+	cliWarmPSS         = "cli_warm_pss_bytes"
 	discordConnected   = "discord_connected"
 	discordRequests    = "discord_requests_total"
 	discordRateLimited = "discord_rate_limited_total"
@@ -189,6 +190,7 @@ func (m *Monitor) Watch(src Sources) {
 			st := src.Warm()
 			NewFamily(w, cliWarm, "gauge").Sample(float64(st.Processes))
 			NewFamily(w, cliWarmRSS, "gauge").Sample(float64(st.RSSBytes))
+			NewFamily(w, cliWarmPSS, "gauge").Sample(float64(st.PSSBytes))
 		})
 	}
 }

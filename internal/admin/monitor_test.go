@@ -35,7 +35,7 @@ func TestMonitorRecordsATurn(t *testing.T) {
 		Running:   func() int { return 1 },
 		Inbox:     func() inbox.Stats { return inbox.Stats{Bytes: 4096, Entries: 10, Waiting: 1, Running: 1, Failed: 2} },
 		Processes: func() int { return 3 },
-		Warm:      func() backends.WarmStats { return backends.WarmStats{Processes: 2, Busy: 1, RSSBytes: 1 << 20} },
+		Warm:      func() backends.WarmStats { return backends.WarmStats{Processes: 2, Busy: 1, RSSBytes: 1 << 20, PSSBytes: 1 << 19} },
 		Connected: func() bool { return true },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -128,6 +128,7 @@ func TestMonitorRecordsATurn(t *testing.T) {
 		`gateway_cli_processes`:      3,
 		`gateway_cli_warm_processes`: 2,
 		`gateway_cli_warm_rss_bytes`: 1 << 20,
+		`gateway_cli_warm_pss_bytes`: 1 << 19,
 		`gateway_discord_connected`:  1,
 		`gateway_discord_requests_total{method="POST",route="/channels/{id}/messages",status="429"}`:     1,
 		`gateway_discord_requests_total{method="POST",route="/channels/{id}/messages",status="200"}`:     1,
