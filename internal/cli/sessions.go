@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -114,11 +114,12 @@ func readSessions(cfg *config.Config) ([]sessionRow, error) {
 		}
 		rows = append(rows, r)
 	}
-	slices.SortFunc(rows, func(a, b sessionRow) int {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
 		if c := b.LastUsed.Compare(a.LastUsed); c != 0 {
-			return c
+			return c < 0
 		}
-		return compareStrings(a.Channel, b.Channel)
+		return compareStrings(a.Channel, b.Channel) < 0
 	})
 	return rows, nil
 }
