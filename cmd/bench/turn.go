@@ -94,21 +94,14 @@ func runTurnOverheadN(n int) (turnResult, error) {
 	if err != nil {
 		return res, err
 	}
-	req, err := timeGatewayTurns(gw, bin, dir, n, &res)
-	if err != nil {
-		return res, fmt.Errorf("through the gateway: %w", err)
-	}
-	if err := timeAloneTurns(bin, req, n, &res); err != nil {
-		return res, fmt.Errorf("claude alone: %w", err)
-	}
-	return res, nil
+	return res, measureTurns(gw, bin, dir, n, &res)
 }
 
-// timeGatewayTurns runs `gateway run` with the real claude backend and
-// times one untimed turn and n timed ones in one channel. It returns the
-// request the gateway made of claude (prompt, system prompt, flags), for
-// the CLI alone to repeat.
-func timeGatewayTurns(gw, claude, dir string, n int, res *turnResult) (backends.Request, error) {
+// measureTurns starts `gateway run` with the real claude backend and,
+// beside it, the claude adapter alone with the request the gateway makes
+// of claude; after an untimed turn on each, it times n turns of each,
+// alternating, so that a machine busy with other work slows both alike.
+func measureTurns(gw, claude, dir string, n int, res *turnResult) error {
 	api := fakeapi.NewAnthropic(scriptedReplies(n + 1)...)
 	defer api.Close()
 	fd := fakediscord.New()
@@ -117,41 +110,58 @@ func timeGatewayTurns(gw, claude, dir string, n int, res *turnResult) (backends.
 	user := fd.User("bench")
 	configDir := filepath.Join(dir, "config")
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
-		return backends.Request{}, err
+		return err
 	}
 	env := gatewayEnv(fd, configDir, append(claudeGatewayEnv(api.URL()), "AGENT_CLI_PATH="+claude, "AGENT_KEEP_ALIVE=1h")...)
 	p, err := startTurnGateway(gw, env)
 	if err != nil {
-		return backends.Request{}, err
+		return err
 	}
 	defer p.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := fd.WaitUntil(ctx, fd.Connected); err != nil {
-		return backends.Request{}, fmt.Errorf("gateway did not reach READY: %w", err)
+		return fmt.Errorf("gateway did not reach READY: %w", err)
 	}
-	for i := range n + 1 {
-		took, err := gatewayTurn(ctx, fd, ch, user, i)
-		if err != nil {
-			return backends.Request{}, fmt.Errorf("turn %d: %w", i, err)
-		}
-		if i > 0 {
-			res.Gateway = append(res.Gateway, took)
-		}
-		time.Sleep(turnSettle)
+	if _, err := gatewayTurn(ctx, fd, ch, user, 0); err != nil {
+		return fmt.Errorf("through the gateway: first turn: %w", err)
 	}
-	main := api.MainRequests()
-	if len(main) != n+1 {
-		return backends.Request{}, fmt.Errorf("the fake API had %d model requests, want %d (one per turn)", len(main), n+1)
-	}
-	last := main[len(main)-1]
-	res.GatewayBody = len(last.Body)
 	req, err := claudeRequestOf(configDir)
 	if err != nil {
-		return backends.Request{}, err
+		return err
 	}
-	req.Prompt = last.Prompt()
-	return req, nil
+	alone, err := newAlone(claude, req, n)
+	if err != nil {
+		return err
+	}
+	defer alone.close()
+	for i := range n + 1 {
+		if i > 0 {
+			time.Sleep(turnSettle)
+			took, err := gatewayTurn(ctx, fd, ch, user, i)
+			if err != nil {
+				return fmt.Errorf("through the gateway: turn %d: %w", i, err)
+			}
+			res.Gateway = append(res.Gateway, took)
+		}
+		main := api.MainRequests()
+		if len(main) != i+1 {
+			return fmt.Errorf("through the gateway: the fake API had %d model requests after %d turns, want one per turn", len(main), i+1)
+		}
+		took, err := alone.turn(promptOf(main[i]), i)
+		if err != nil {
+			return fmt.Errorf("claude alone: turn %d: %w", i, err)
+		}
+		if i > 0 {
+			res.Alone = append(res.Alone, took)
+		}
+	}
+	res.GatewayBody = len(api.MainRequests()[n].Body)
+	res.AloneBody = len(alone.api.MainRequests()[n].Body)
+	if s := alone.c.Warm(); s.Processes != 1 {
+		return fmt.Errorf("claude alone: %d processes kept after the turns, want one", s.Processes)
+	}
+	return nil
 }
 
 // gatewayTurn posts turn i's mention and waits for its reply's POST.
@@ -173,6 +183,13 @@ func gatewayTurn(ctx context.Context, fd *fakediscord.Server, ch discord.Channel
 	})
 	if err != nil {
 		return 0, fmt.Errorf("no reply %q: %w", want, err)
+	}
+	if os.Getenv("BENCH_TURN_REQUESTS") != "" {
+		time.Sleep(turnSettle)
+		reqs := fd.Requests()
+		for _, r := range reqs[min(seen, len(reqs)):] {
+			fmt.Fprintf(os.Stderr, "turn %d: +%v %s %s %.80s\n", i, r.Time.Sub(sent).Round(10*time.Microsecond), r.Method, r.Path, r.Body)
+		}
 	}
 	return posted.Sub(sent), nil
 }
@@ -330,44 +347,75 @@ func requestFromArgs(args []string) (backends.Request, error) {
 	return req, nil
 }
 
-// timeAloneTurns runs the gateway's request on the claude adapter alone,
-// warm: one untimed turn, then n timed ones in the same session.
-func timeAloneTurns(bin string, req backends.Request, n int, res *turnResult) error {
-	api := fakeapi.NewAnthropic(scriptedReplies(n + 1)...)
-	defer api.Close()
-	home, err := os.MkdirTemp("", "gateway-bench-home-")
-	if err != nil {
-		return err
+// promptOf is the prompt of a model request: the last text block of its
+// last user message (claude puts its own reminders in blocks before it).
+func promptOf(r fakeapi.Request) string {
+	msgs := r.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		for j := len(msgs[i].Blocks) - 1; j >= 0; j-- {
+			if b := msgs[i].Blocks[j]; b.Type == "text" {
+				return b.Text
+			}
+		}
+		return ""
 	}
-	defer os.RemoveAll(home)
-	work, err := os.MkdirTemp("", "gateway-bench-work-")
-	if err != nil {
-		return err
+	return ""
+}
+
+// aloneClaude is the claude adapter alone, with its own fake API, taking
+// the gateway's request in one kept process.
+type aloneClaude struct {
+	api       *fakeapi.Anthropic
+	c         *backends.Claude
+	req       backends.Request
+	home, dir string
+}
+
+// newAlone starts the adapter for turns 0..n.
+func newAlone(bin string, req backends.Request, n int) (*aloneClaude, error) {
+	a := &aloneClaude{api: fakeapi.NewAnthropic(scriptedReplies(n + 1)...), req: req}
+	var err error
+	if a.home, err = os.MkdirTemp("", "gateway-bench-home-"); err != nil {
+		a.close()
+		return nil, err
 	}
-	defer os.RemoveAll(work)
-	c := backends.NewClaude(backends.Options{Binary: bin, Env: claudeBenchEnv(api.URL(), home), KillGrace: 2 * time.Second,
+	if a.dir, err = os.MkdirTemp("", "gateway-bench-work-"); err != nil {
+		a.close()
+		return nil, err
+	}
+	a.c = backends.NewClaude(backends.Options{Binary: bin, Env: claudeBenchEnv(a.api.URL(), a.home), KillGrace: 2 * time.Second,
 		Warm: backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 1}})
-	defer c.Close()
-	req.Key, req.WorkDir = "bench", work
-	for i := range n + 1 {
-		r, _, took, err := timeTurn(c, req)
-		if err != nil {
-			return fmt.Errorf("turn %d: %w", i, err)
-		}
-		if want := turnReplyPrefix + strconv.Itoa(i); strings.TrimSpace(r.Text) != want {
-			return fmt.Errorf("turn %d answered %q, want %q", i, r.Text, want)
-		}
-		req.SessionID = r.SessionID
-		if i > 0 {
-			res.Alone = append(res.Alone, took)
+	a.req.Key, a.req.WorkDir = "bench", a.dir
+	return a, nil
+}
+
+// turn runs prompt as turn i of the conversation and times Run -> return.
+func (a *aloneClaude) turn(prompt string, i int) (time.Duration, error) {
+	a.req.Prompt = prompt
+	r, _, took, err := timeTurn(a.c, a.req)
+	if err != nil {
+		return 0, err
+	}
+	if want := turnReplyPrefix + strconv.Itoa(i); strings.TrimSpace(r.Text) != want {
+		return 0, fmt.Errorf("answered %q, want %q", r.Text, want)
+	}
+	a.req.SessionID = r.SessionID
+	return took, nil
+}
+
+func (a *aloneClaude) close() {
+	if a.c != nil {
+		a.c.Close()
+	}
+	a.api.Close()
+	for _, d := range []string{a.home, a.dir} {
+		if d != "" {
+			os.RemoveAll(d)
 		}
 	}
-	if s := c.Warm(); s.Processes != 1 {
-		return fmt.Errorf("%d processes kept after the turns, want one", s.Processes)
-	}
-	main := api.MainRequests()
-	res.AloneBody = len(main[len(main)-1].Body)
-	return nil
 }
 
 // turnOverheadMarkdown is the measurement for BENCHMARKS.md: first the

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/fakeapi"
 	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
@@ -168,5 +169,18 @@ func TestClaudeGatewayEnvLeavesPathAndHomeToTheGateway(t *testing.T) {
 	}
 	if !slices.Contains(claudeGatewayEnv("http://127.0.0.1:1"), "ANTHROPIC_BASE_URL=http://127.0.0.1:1") {
 		t.Error("no ANTHROPIC_BASE_URL")
+	}
+}
+
+func TestPromptOfTakesTheLastTextBlock(t *testing.T) {
+	t.Parallel()
+	body := `{"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"ok"},` +
+		`{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"say ok 1"}]}]}`
+	r := fakeapi.Request{Exchange: fakeapi.Exchange{Body: []byte(body)}}
+	if got := promptOf(r); got != "say ok 1" {
+		t.Errorf("promptOf = %q, want %q", got, "say ok 1")
+	}
+	if got := promptOf(fakeapi.Request{Exchange: fakeapi.Exchange{Body: []byte(`{"messages":[]}`)}}); got != "" {
+		t.Errorf("promptOf of no messages = %q", got)
 	}
 }
