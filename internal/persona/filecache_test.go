@@ -3,8 +3,11 @@ package persona
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestFileCacheSeesEveryEdit(t *testing.T) {
@@ -186,5 +189,33 @@ func TestFileCacheSeesSymlinkRetargeted(t *testing.T) {
 	}
 	if got := read(); got != "v2" {
 		t.Errorf("read %q after the link was pointed at v2, want v2", got)
+	}
+}
+
+func TestLoaderSeesSkillsDirectoryCreated(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range Sections {
+		os.WriteFile(filepath.Join(dir, s.File), []byte("# "+s.Name+"\n"), 0o600)
+	}
+	l := NewLoader(dir)
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	for range 2 {
+		files, err := l.Load(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := files[SkillsSection]; ok {
+			t.Fatal("a skills section without a skills directory")
+		}
+	}
+	skill := filepath.Join(dir, SkillsDir, "notes", "SKILL.md")
+	os.MkdirAll(filepath.Dir(skill), 0o700)
+	os.WriteFile(skill, []byte("---\nname: notes\ndescription: Take notes.\n---\n"), 0o600)
+	files, err := l.Load(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(files[SkillsSection], "notes: Take notes.") {
+		t.Errorf("skills section after the directory was created = %q", files[SkillsSection])
 	}
 }

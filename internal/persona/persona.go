@@ -35,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
@@ -143,6 +144,11 @@ type Loader struct {
 	paths  []string // per Sections entry
 	cache  fileCache
 	skills skillReport
+
+	mu sync.Mutex // guards noSkills
+	// noSkills is the watch's version of the skills directory when it was
+	// last found missing; nil when it was not (or is not watched).
+	noSkills *version
 }
 
 // NewLoader returns a Loader for dir.
@@ -158,8 +164,30 @@ func (l *Loader) Load(log zerolog.Logger) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	addSkills(files, l.dir, &l.skills, log)
+	l.addSkills(files, log)
 	return files, nil
+}
+
+// addSkills is addSkills, skipped while the skills directory is missing
+// and the watch reports no change of it: there is nothing to list, and
+// nothing new to log.
+func (l *Loader) addSkills(files Files, log zerolog.Logger) {
+	path := filepath.Join(l.dir, SkillsDir)
+	l.mu.Lock()
+	missing := l.noSkills
+	l.mu.Unlock()
+	if missing != nil && changes().current(path) == *missing {
+		return
+	}
+	checked, watched := changes().watchMissing(path)
+	addSkills(files, l.dir, &l.skills, log)
+	_, err := os.Lstat(path)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.noSkills = nil
+	if watched && errors.Is(err, fs.ErrNotExist) && files[SkillsSection] == "" {
+		l.noSkills = &checked
+	}
 }
 
 func sectionPaths(dir string) []string {

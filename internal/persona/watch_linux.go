@@ -72,13 +72,8 @@ func (w *changeWatch) watch(path string) (v version, ok bool) {
 	if w.fd < 0 || !reportsChanges(path) || throughSymlink(path) {
 		return version{}, false
 	}
-	dir := filepath.Dir(path)
-	if !w.watched[dir] {
-		wd, err := unix.InotifyAddWatch(w.fd, dir, dirEvents|unix.IN_ONLYDIR)
-		if err != nil {
-			return version{}, false
-		}
-		w.dirs[wd], w.watched[dir] = dir, true
+	if !w.watchDirLocked(filepath.Dir(path)) {
+		return version{}, false
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, path, inodeEvents)
 	if err != nil {
@@ -90,6 +85,33 @@ func (w *changeWatch) watch(path string) (v version, ok bool) {
 	}
 	w.drainLocked()
 	return w.versionLocked(path), true
+}
+
+// watchMissing is watch for a file that does not exist: its creation in
+// its directory is reported.
+func (w *changeWatch) watchMissing(path string) (v version, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	dir := filepath.Dir(path)
+	if w.fd < 0 || !reportsChanges(dir) || throughSymlink(dir) || !w.watchDirLocked(dir) {
+		return version{}, false
+	}
+	w.files[path] = true
+	w.drainLocked()
+	return w.versionLocked(path), true
+}
+
+// watchDirLocked makes sure the directory's entries are watched.
+func (w *changeWatch) watchDirLocked(dir string) bool {
+	if w.watched[dir] {
+		return true
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, dir, dirEvents|unix.IN_ONLYDIR)
+	if err != nil {
+		return false
+	}
+	w.dirs[wd], w.watched[dir] = dir, true
+	return true
 }
 
 // drain takes in the changes reported so far: a version asked for after

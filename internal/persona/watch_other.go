@@ -12,6 +12,8 @@ func changes() *changeWatch { return nil }
 
 func (*changeWatch) watch(string) (version, bool) { return version{}, false }
 
+func (*changeWatch) watchMissing(string) (version, bool) { return version{}, false }
+
 func (*changeWatch) drain() {}
 
 func (*changeWatch) current(string) version { return version{} }
