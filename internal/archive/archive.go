@@ -7,8 +7,14 @@
 //
 // An entry reaches its day file in a single append, so a crash leaves at
 // most a torn last entry, and the next one starts on a line of its own.
-// recent.json is replaced whole after each entry. Nothing reads the
-// markdown back: it is for people.
+// recent.json is replaced whole after each batch of entries. Nothing reads
+// the markdown back: it is for people.
+//
+// Neither is fsync'd: they survive the gateway's crash (the kernel has
+// the writes), and a crash of the machine may lose their last seconds.
+// The inbox, which is fsync'd, is what a restart relies on; syncing each
+// exchange here would spend the disk's sync rate, which the inbox's
+// intake waits on, on a record for people.
 //
 // An Archive is safe for concurrent use: appends to different channels run
 // in parallel, appends to one channel one after the other.
@@ -338,15 +344,8 @@ func (a *Archive) appendDay(dir, name, day string, entries []Entry) error {
 	if _, err := f.WriteString(buf.String()); err != nil {
 		return fmt.Errorf("archive an exchange in %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("archive an exchange in %s: %w", path, err)
-	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("archive an exchange in %s: %w", path, err)
-	}
-	if st.Size() == 0 {
-		// A new file is durable only once its directory entry is.
-		syncDir(dir)
 	}
 	return nil
 }
@@ -359,13 +358,6 @@ func endsTorn(f *os.File, size int64) bool {
 		return true
 	}
 	return last[0] != '\n'
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // remember adds the entries to the channel's recent exchanges and
@@ -404,7 +396,7 @@ func (a *Archive) remember(ch *channel, name string, entries []Entry, inOrder bo
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("remember an exchange: %w", err))...)
 	}
-	if err := atomicfile.Write(filepath.Join(a.dir, name, RecentFile), data, 0o600); err != nil {
+	if err := atomicfile.Replace(filepath.Join(a.dir, name, RecentFile), data, 0o600); err != nil {
 		errs = append(errs, fmt.Errorf("remember an exchange: %w", err))
 	}
 	return errors.Join(errs...)

@@ -19,6 +19,19 @@ import (
 // process may give it them (root, CAP_CHOWN): memory.md owned by the agent
 // user (AGENT_USER) stays the agent's after the gateway merges it.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, true)
+}
+
+// Replace is Write without the fsyncs: a crash of the process leaves the
+// old or the new content, but a crash of the machine may lose the new one
+// (or, on some file systems, leave the file empty). It is for files that
+// are a convenience, rewritten often, whose loss costs little: a reader
+// must take an empty or missing file as no content.
+func Replace(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, false)
+}
+
+func replace(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -39,8 +52,10 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("chmod %s: %w", filepath.Base(path), err)
 	}
 	keepOwner(f, path)
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", filepath.Base(path), err)
@@ -49,6 +64,9 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("replace %s: %w", filepath.Base(path), err)
 	}
 	ok = true
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(dir); err == nil {
 		// The rename is durable only once the directory entry is on disk.
 		d.Sync()

@@ -8,10 +8,16 @@ import (
 )
 
 func TestWriteReplacesAndLeavesNoTemp(t *testing.T) {
+	for name, write := range map[string]func(string, []byte, os.FileMode) error{"Write": Write, "Replace": Replace} {
+		t.Run(name, func(t *testing.T) { testReplacesAndLeavesNoTemp(t, write) })
+	}
+}
+
+func testReplacesAndLeavesNoTemp(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sessions.json")
 	for _, content := range []string{"first", "second, longer content"} {
-		if err := Write(path, []byte(content), 0o600); err != nil {
+		if err := write(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(path)

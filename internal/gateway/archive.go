@@ -26,10 +26,9 @@ const recentContextBytes = 8 << 10
 // channel's new session its recent conversation (agent.ExchangeRecorder,
 // agent.History).
 //
-// The archive fsyncs each entry; it is written behind, by one goroutine
-// that takes whatever has piled up, so a turn never waits for the disk
-// (at a burst of events the archive would otherwise cap the gateway's
-// throughput at the disk's sync rate). Close writes what is left.
+// The archive is written behind, by one goroutine that takes whatever has
+// piled up and writes it as one batch, so a turn never waits for the disk.
+// Close writes what is left.
 type exchanges struct {
 	archive *archive.Archive
 	log     zerolog.Logger
@@ -75,9 +74,11 @@ func (x *exchanges) write() {
 		if dropped > 0 {
 			x.log.Error().Int("dropped", dropped).Msg("exchanges not archived: the archive's disk fell too far behind")
 		}
-		for _, e := range batch {
-			if err := x.archive.Append(e); err != nil {
-				x.log.Error().Err(files.WithoutPath(err)).Uint64("event", e.EventID).Msg("exchange not archived")
+		if len(batch) > 0 {
+			// One append per day file and one recent.json per channel for
+			// the whole batch, however many exchanges piled up.
+			if err := x.archive.Append(batch...); err != nil {
+				x.log.Error().Err(files.WithoutPath(err)).Int("exchanges", len(batch)).Msg("exchanges not archived, some or all")
 			}
 		}
 		if closed && len(batch) == 0 {
