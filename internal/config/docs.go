@@ -107,7 +107,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvConfigDir},
 		Default: "`./config`",
-		Meaning: "the gateway's state, and the CLI's working directory unless `WORK_DIR` or a project says otherwise: persona files, `skills/`, `heartbeat.md`, `boot.md`, `conversations/` (the archive), `ipc/` (messages from other programs), `sessions.json` (channel → session, and each channel's project, model and instructions), `inbox.log` (every event and what became of it, the newest message seen per channel), `schedule-holds.json`, `ledger.jsonl` (every turn's cost); every state file is written atomically or fsync'd",
+		Meaning: "the gateway's state, and the CLI's working directory unless `WORK_DIR` or a project says otherwise: persona files, `skills/`, `heartbeat.md`, `boot.md`, `conversations/` (the archive), `ipc/` (messages from other programs), `sessions.json` (channel → session, and each channel's project, model and instructions), `inbox.log` (every event and what became of it, the newest message seen per channel), `schedule-holds.json`, `ledger.jsonl` (every turn's cost); every state file is written atomically or fsync'd (the archive is written behind and not fsync'd: a crash of the machine may lose its last seconds; the inbox keeps what a restart needs)",
 	},
 	{
 		Names:   []string{EnvWorkDir},
