@@ -7,8 +7,9 @@
 //
 // An entry reaches its day file in a single append, so a crash leaves at
 // most a torn last entry, and the next one starts on a line of its own.
-// recent.json is replaced whole after each batch of entries. Nothing reads
-// the markdown back: it is for people.
+// recent.json is replaced whole after each Append, or at most once per
+// Options.SaveRecentEvery per channel while exchanges keep coming. Nothing
+// reads the markdown back: it is for people.
 //
 // Neither is fsync'd: they survive the gateway's crash (the kernel has
 // the writes), and a crash of the machine may lose their last seconds.
@@ -130,6 +131,12 @@ type Options struct {
 	Location *time.Location
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// SaveRecentEvery, if set, is the least time between two writes of
+	// one channel's recent.json while exchanges keep coming: the exchanges
+	// in between are written by SaveRecent, which runs within that time
+	// (and which a writer may call when it is idle). Zero writes it at
+	// every Append.
+	SaveRecentEvery time.Duration
 }
 
 // Archive writes the day files and keeps the recent exchanges.
@@ -140,10 +147,13 @@ type Archive struct {
 	loc  *time.Location
 	now  func() time.Time
 	log  zerolog.Logger
+	// saveEvery is Options.SaveRecentEvery.
+	saveEvery time.Duration
 
 	mu        sync.Mutex          // guards the fields below
 	channels  map[string]*channel // by directory name
 	lastPrune string              // the day Append last pruned, in loc
+	saving    bool                // a SaveRecent is due (saveLater)
 
 	pruneMu sync.Mutex // one Prune at a time
 
@@ -156,6 +166,10 @@ type channel struct {
 	// recent is the last exchanges, oldest first, once loaded.
 	recent []Entry
 	loaded bool
+	// savedAt is when recent.json was last written; dirty marks recent
+	// ahead of it (SaveRecent writes it).
+	savedAt time.Time
+	dirty   bool
 }
 
 // Open prepares the archive in opts.Dir, creating the directory.
@@ -172,13 +186,14 @@ func Open(opts Options, log zerolog.Logger) (*Archive, error) {
 		return nil, fmt.Errorf("open the conversation archive: %w", err)
 	}
 	a := &Archive{
-		dir:      opts.Dir,
-		keep:     opts.Keep,
-		days:     opts.Days,
-		loc:      opts.Location,
-		now:      opts.Now,
-		log:      log.With().Str("component", "archive").Logger(),
-		channels: map[string]*channel{},
+		dir:       opts.Dir,
+		keep:      opts.Keep,
+		days:      opts.Days,
+		loc:       opts.Location,
+		now:       opts.Now,
+		saveEvery: opts.SaveRecentEvery,
+		log:       log.With().Str("component", "archive").Logger(),
+		channels:  map[string]*channel{},
 	}
 	if a.loc == nil {
 		a.loc = time.Local
@@ -392,12 +407,64 @@ func (a *Archive) remember(ch *channel, name string, entries []Entry, inOrder bo
 	if !added {
 		return errors.Join(errs...)
 	}
+	ch.dirty = true
+	if now := a.now(); a.saveEvery == 0 || now.Sub(ch.savedAt) >= a.saveEvery || now.Before(ch.savedAt) {
+		errs = append(errs, a.saveRecent(ch, name))
+	} else {
+		a.saveLater()
+	}
+	return errors.Join(errs...)
+}
+
+// saveLater makes sure SaveRecent runs within saveEvery.
+func (a *Archive) saveLater() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.saving {
+		return
+	}
+	a.saving = true
+	time.AfterFunc(a.saveEvery, func() {
+		a.mu.Lock()
+		a.saving = false
+		a.mu.Unlock()
+		if err := a.SaveRecent(); err != nil {
+			a.log.Error().Err(err).Msg("recent exchanges not saved")
+		}
+	})
+}
+
+// saveRecent writes the channel's recent.json; ch.mu must be held.
+func (a *Archive) saveRecent(ch *channel, name string) error {
 	data, err := json.Marshal(ch.recent)
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("remember an exchange: %w", err))...)
+		return fmt.Errorf("remember an exchange: %w", err)
 	}
 	if err := atomicfile.Replace(filepath.Join(a.dir, name, RecentFile), data, 0o600); err != nil {
-		errs = append(errs, fmt.Errorf("remember an exchange: %w", err))
+		return fmt.Errorf("remember an exchange: %w", err)
+	}
+	ch.dirty, ch.savedAt = false, a.now()
+	return nil
+}
+
+// SaveRecent writes the recent.json of every channel whose recent
+// exchanges changed since it was last written (see
+// Options.SaveRecentEvery).
+func (a *Archive) SaveRecent() error {
+	a.mu.Lock()
+	names := make([]string, 0, len(a.channels))
+	for name := range a.channels {
+		names = append(names, name)
+	}
+	a.mu.Unlock()
+	var errs []error
+	for _, name := range names {
+		ch := a.channel(name)
+		ch.mu.Lock()
+		if ch.dirty {
+			errs = append(errs, a.saveRecent(ch, name))
+		}
+		ch.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

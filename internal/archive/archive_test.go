@@ -790,3 +790,49 @@ func TestAppendReportsWriteFailure(t *testing.T) {
 		t.Errorf("Recent (-want +got):\n%s", diff)
 	}
 }
+
+// With SaveRecentEvery, a burst rewrites a channel's recent.json once per
+// interval, Recent is current meanwhile, and what was left unsaved is
+// saved within the interval without another Append.
+func TestRecentIsSavedAtMostOncePerInterval(t *testing.T) {
+	dir := t.TempDir()
+	now := at(25, 10, 0, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	a := openArchive(t, Options{Dir: dir, Keep: 5, Now: clock, SaveRecentEvery: 20 * time.Millisecond})
+	entry := func(i int) Entry {
+		return Entry{Time: at(25, 10, 0, i), ChannelID: "123", EventID: uint64(i + 1), Kind: "message", Prompt: fmt.Sprint("p", i), Outcome: "ok"}
+	}
+	saved := func() int {
+		var got []Entry
+		data, err := os.ReadFile(filepath.Join(dir, "123", RecentFile))
+		if err != nil {
+			return 0
+		}
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	for i := range 3 {
+		if err := a.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := saved(); n != 1 {
+		t.Errorf("recent.json holds %d exchanges after three Appends at one moment, want 1 (the first; the others wait for the interval)", n)
+	}
+	if n := len(a.Recent("123")); n != 3 {
+		t.Errorf("Recent holds %d exchanges, want 3: memory is current", n)
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for saved() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("recent.json holds %d exchanges 10 s later, want 3: nothing saved what was left", saved())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

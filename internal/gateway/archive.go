@@ -38,6 +38,7 @@ type exchanges struct {
 	dropped int
 	closed  bool
 	wake    chan struct{}
+	closing chan struct{} // closed by Close
 	done    chan struct{}
 }
 
@@ -53,12 +54,15 @@ func openExchanges(cfg *config.Config, log zerolog.Logger) *exchanges {
 		Dir:  filepath.Join(cfg.ConfigDir, ArchiveDir),
 		Keep: cfg.HistoryMessages,
 		Days: cfg.ArchiveDays,
+		// Under a burst a channel's recent.json is rewritten once a
+		// second, not once per exchange (RecentContext reads memory).
+		SaveRecentEvery: time.Second,
 	}, log)
 	if err != nil {
 		log.Error().Err(files.WithoutPath(err)).Msg("the conversation archive cannot be opened; exchanges are not archived")
 		return nil
 	}
-	x := &exchanges{archive: a, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	x := &exchanges{archive: a, log: log, wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
 	go x.write()
 	return x
 }
@@ -81,18 +85,37 @@ func (x *exchanges) write() {
 				x.log.Error().Err(files.WithoutPath(err)).Int("exchanges", len(batch)).Msg("exchanges not archived, some or all")
 			}
 		}
-		if closed && len(batch) == 0 {
-			return
-		}
 		if len(batch) == 0 {
+			// Idle: the recent exchanges Append left for later.
+			if err := x.archive.SaveRecent(); err != nil {
+				x.log.Error().Err(files.WithoutPath(err)).Msg("recent exchanges not saved")
+			}
+			if closed {
+				return
+			}
 			<-x.wake
+			continue
+		}
+		// Let the next batch gather: under a burst each channel's files are
+		// then written a few times a second, not once per exchange.
+		// RecentContext reads the pending entries too, so nothing waits.
+		select {
+		case <-time.After(archiveBatchEvery):
+		case <-x.closing:
 		}
 	}
 }
 
+// archiveBatchEvery is the least time between two batches of the archive
+// writer while exchanges keep coming.
+const archiveBatchEvery = 100 * time.Millisecond
+
 // Close writes the entries still pending and stops the writer.
 func (x *exchanges) Close() error {
 	x.mu.Lock()
+	if !x.closed {
+		close(x.closing)
+	}
 	x.closed = true
 	x.mu.Unlock()
 	select {
@@ -154,6 +177,13 @@ func (x *exchanges) Exchange(e queue.Event, out agent.Outcome, took time.Duratio
 // ended, though it finished after it.
 func (x *exchanges) RecentContext(channelID string, since time.Time) string {
 	entries := x.archive.Recent(channelID)
+	x.mu.Lock()
+	for _, e := range x.pending {
+		if e.ChannelID == channelID {
+			entries = append(entries, e)
+		}
+	}
+	x.mu.Unlock()
 	if !since.IsZero() {
 		entries = slices.DeleteFunc(entries, func(e archive.Entry) bool { return e.Time.Add(-e.Duration).Before(since) })
 	}
