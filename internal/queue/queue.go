@@ -176,6 +176,10 @@ type Queue struct {
 	closed  bool
 	ctx     context.Context // set by Run; nil until then
 	changed chan struct{}   // closed and replaced whenever a handler finishes or a staged event settles
+	// jobs hands events to the goroutines waiting for one (work); ended
+	// is closed when Run returns, and they end.
+	jobs  chan job
+	ended chan struct{}
 
 	// staged are the events a Stager holds, in id order, that are not yet
 	// in their lanes: their commit is in flight, or an older one's is.
@@ -224,6 +228,8 @@ func New(opts Options, handler Handler) *Queue {
 		lanes:    map[string]*lane{},
 		changed:  make(chan struct{}),
 		stagedIn: map[string]int{},
+		jobs:     make(chan job),
+		ended:    make(chan struct{}),
 	}
 }
 
@@ -496,6 +502,7 @@ func (q *Queue) Run(ctx context.Context) (dropped []Event, err error) {
 	if err := q.start(ctx); err != nil {
 		return nil, err
 	}
+	defer close(q.ended)
 	<-ctx.Done()
 	q.Close()
 	q.mu.Lock()
@@ -640,7 +647,47 @@ func (q *Queue) dispatchLocked() {
 		q.running++
 		ctx, stop := context.WithCancelCause(q.ctx)
 		l.stop = stop
-		go q.run(ctx, l, e)
+		q.startLocked(job{ctx: ctx, l: l, e: e})
+	}
+}
+
+// job is an event to run in its lane.
+type job struct {
+	ctx context.Context
+	l   *lane
+	e   Event
+}
+
+// workerIdle is how long a goroutine that ran an event waits for the next
+// one before it ends.
+const workerIdle = 10 * time.Second
+
+// startLocked hands j to a goroutine waiting for work, or starts one.
+// Reusing them spares each event a fresh stack grown again through the
+// handler's calls.
+func (q *Queue) startLocked(j job) {
+	select {
+	case q.jobs <- j:
+	default:
+		go q.work(j)
+	}
+}
+
+// work runs j, then the jobs handed to it, until none came for workerIdle
+// or Run ended.
+func (q *Queue) work(j job) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		q.run(j.ctx, j.l, j.e)
+		idle.Reset(workerIdle)
+		select {
+		case j = <-q.jobs:
+		case <-idle.C:
+			return
+		case <-q.ended:
+			return
+		}
 	}
 }
 
