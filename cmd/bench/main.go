@@ -75,9 +75,11 @@ func main() {
 type footprint struct {
 	BinaryBytes int64
 	Modules     int
-	Start       []time.Duration
-	Idle10KB    []int
-	Idle60KB    []int
+	// LinkedModules are the modules in the binary.
+	LinkedModules int
+	Start         []time.Duration
+	Idle10KB      []int
+	Idle60KB      []int
 	// Split is the last idle sample's RSS by kind (RssAnon, RssFile).
 	Split map[string]int
 	// IdleTLSKB and SplitTLS are the same 10 s after READY with the fake
@@ -103,6 +105,23 @@ func buildGateway(dir string) (string, int64, error) {
 		return "", 0, err
 	}
 	return bin, st.Size(), nil
+}
+
+// linkedModules counts the modules bin was linked from (`go version -m`),
+// the main module included: the rest of `go list -m all` serve only the
+// tests and the tools.
+func linkedModules(bin string) (int, error) {
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		return 0, fmt.Errorf("go version -m: %w", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "mod" || f[0] == "dep") {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func moduleCount() (int, error) {
@@ -174,6 +193,9 @@ func measureFootprint(runs int, full bool) (footprint, error) {
 	}
 	f.BinaryBytes = size
 	if f.Modules, err = moduleCount(); err != nil {
+		return f, err
+	}
+	if f.LinkedModules, err = linkedModules(bin); err != nil {
 		return f, err
 	}
 	marks := []time.Duration{10 * time.Second}
