@@ -344,17 +344,36 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// halt stops the card's goroutine and its pacer; the card keeps its last
-// frame. Safe to call more than once.
-func (t *turn) halt() {
+// freeze stops the card changing: no frame is rendered or sent after it,
+// though the card's post or an edit already on its way to Discord goes on.
+// Safe to call more than once.
+func (t *turn) freeze() {
 	t.mu.Lock()
-	if t.halted {
-		t.mu.Unlock()
+	defer t.mu.Unlock()
+	if !t.halted {
+		t.halted = true
+		close(t.quit)
+	}
+}
+
+// beforeAnswer stops the card changing before the turn's answer goes out.
+// A slash command's card is its response, which the answer edits: the
+// card's post or edit in flight must land first. A card of its own (a
+// message in the channel) finishes it beside the answer, which is not
+// held for a round trip to Discord; Finished waits for it before the card
+// becomes the receipt.
+func (t *turn) beforeAnswer() {
+	if t.in != nil {
+		t.halt()
 		return
 	}
-	t.halted = true
-	close(t.quit)
-	t.mu.Unlock()
+	t.freeze()
+}
+
+// halt stops the card's goroutine and its pacer and waits for them; the
+// card keeps its last frame. Safe to call more than once, and at once.
+func (t *turn) halt() {
+	t.freeze()
 	<-t.stopped
 	t.mu.Lock()
 	p := t.pacer
