@@ -16,7 +16,7 @@ func TestFootprintLinesMarkEachBudget(t *testing.T) {
 	}{
 		{"within", footprint{BinaryBytes: 10 << 20, Modules: 48, Start: []time.Duration{8 * time.Millisecond}, Idle10KB: []int{11 * 1024}, Split: map[string]int{"RssAnon": 4096, "RssFile": 7168},
 			IdleTLSKB: []int{14 * 1024}, SplitTLS: map[string]int{"RssAnon": 6144, "RssFile": 8192}}, []string{
-			"footprint: stripped binary 10.0 MB (budget 15 MB) OK",
+			"footprint: stripped binary 10.0 MB (budget 12 MB) OK",
 			"footprint: modules 48 (budget 60) OK",
 			"footprint: start to READY 8ms",
 			"footprint: idle RSS after 10 s 11.0 MB (budget 12 MB) OK: anonymous 4.0 MB, file-backed 7.0 MB",
@@ -24,7 +24,7 @@ func TestFootprintLinesMarkEachBudget(t *testing.T) {
 		}},
 		{"over", footprint{BinaryBytes: 16 << 20, Modules: 61, Start: []time.Duration{8 * time.Millisecond}, Idle10KB: []int{13 * 1024}, Split: map[string]int{"RssAnon": 5120, "RssFile": 8192},
 			IdleTLSKB: []int{16 * 1024}, SplitTLS: map[string]int{"RssAnon": 7168, "RssFile": 9216}}, []string{
-			"footprint: stripped binary 16.0 MB (budget 15 MB) OVER BUDGET",
+			"footprint: stripped binary 16.0 MB (budget 12 MB) OVER BUDGET",
 			"footprint: modules 61 (budget 60) OVER BUDGET",
 			"footprint: start to READY 8ms",
 			"footprint: idle RSS after 10 s 13.0 MB (budget 12 MB) OVER BUDGET: anonymous 5.0 MB, file-backed 8.0 MB",
