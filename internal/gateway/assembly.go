@@ -283,9 +283,7 @@ func (g *assembly) buildCore(context.Context) error {
 			// this turn's agent's. A run node has them on disk already
 			// (its publisher pushes them on its reload tick).
 			if g.opts.Worker {
-				if written := g.shared.syncPersona(ctx, cfg.ConfigDir, log); len(written) > 0 {
-					g.gate.Adopt(ctx, written...)
-				}
+				g.gate.Bring(ctx, func() []string { return g.shared.syncPersona(ctx, cfg.ConfigDir, log) })
 			}
 			return bot.PrepareThread(ctx, e)
 		},

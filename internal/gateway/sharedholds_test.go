@@ -104,7 +104,7 @@ func TestAWorkersScheduleEditIsHeldOnTheRunNode(t *testing.T) {
 		t.Fatalf("%d messages in the output channel, want the one held change", len(msgs))
 	}
 	if n := strings.Count(worker.logs.String(), "handed to the process that runs the schedule"); n != 1 {
-		t.Fatalf("the worker handed on %d changes, want 1", n)
+		t.Fatalf("the worker handed on %d changes, want 1\nworker:\n%s", n, worker.logs.String())
 	}
 }
 

@@ -127,6 +127,22 @@ func knownFile(name string) bool {
 func (g *Gate) Adopt(ctx context.Context, names ...string) {
 	g.op.Lock()
 	defer g.op.Unlock()
+	g.adoptLocked(ctx, names...)
+}
+
+// Bring runs write, which replaces files with the operator's (a worker's
+// mirror of NATS) and returns their names, and adopts them as Adopt does,
+// with no check between the write and the adoption: a check in between
+// would take the mirror's write for the last agent turn's.
+func (g *Gate) Bring(ctx context.Context, write func() []string) []string {
+	g.op.Lock()
+	defer g.op.Unlock()
+	names := write()
+	g.adoptLocked(ctx, names...)
+	return names
+}
+
+func (g *Gate) adoptLocked(ctx context.Context, names ...string) {
 	reload := false
 	for _, name := range names {
 		if !knownFile(name) {
