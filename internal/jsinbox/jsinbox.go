@@ -361,7 +361,7 @@ func (in *Inbox) claimKey(ctx context.Context, e queue.Event) error {
 	if held, gerr := in.keys.Get(ctx, keyName(e.Key)); gerr == nil && string(held.Value()) == id {
 		return nil
 	}
-	if err := in.stream.DeleteMsg(ctx, e.ID); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := in.stream.DeleteMsg(ctx, e.ID); err != nil && !gone(err) {
 		return fmt.Errorf("event key %q was accepted meanwhile, and event %d could not be taken back: %w", e.Key, e.ID, err)
 	}
 	return fmt.Errorf("event key %q: %w", e.Key, ErrDuplicate)
@@ -626,11 +626,26 @@ func (in *Inbox) Finish(id uint64, s State) error {
 			return err
 		}
 	}
-	if err := in.stream.DeleteMsg(ctx, id); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := in.stream.DeleteMsg(ctx, id); err != nil && !gone(err) {
 		return fmt.Errorf("take finished event %d out of the stream: %w", id, err)
 	}
 	return nil
 }
+
+// gone reports whether a delete failed because the message is not in the
+// stream any more (an ack of its delivery took it out first): the server
+// says so with the not-found code, or with the generic deletion failure
+// whose description is "no message found".
+func gone(err error) bool {
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsErrCodeDeleteFailed && strings.Contains(api.Description, "no message found")
+}
+
+// jsErrCodeDeleteFailed is the server's JSStreamMsgDeleteFailedF.
+const jsErrCodeDeleteFailed jetstream.ErrorCode = 10057
 
 // Get returns the entry of event id; false when the inbox does not hold it
 // or the server could not be read (Lookup tells which).
