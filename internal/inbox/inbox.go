@@ -166,6 +166,10 @@ type Inbox struct {
 	// is due at four times that (at least compactMin).
 	compacted      int64
 	lastCompaction time.Time
+	// compactDue is set when the log has grown enough to compact; the
+	// flusher does it once no record came for compactQuiet (lastStaged).
+	compactDue bool
+	lastStaged time.Time
 	recovered      int64
 
 	// Group commit: buf holds the records of batch gen, not yet written.
@@ -441,6 +445,7 @@ func (in *Inbox) stageLocked(r record) error {
 		return err
 	}
 	in.buf = append(in.buf, b...)
+	in.lastStaged = time.Now()
 	if r.T == recFinish && in.finished > in.opts.KeepMax+in.opts.KeepMax/4 {
 		in.trimLocked(in.opts.KeepMax)
 	}
@@ -466,9 +471,35 @@ func (in *Inbox) flusher() {
 		if len(in.buf) > 0 && !in.flushing && !in.closed && in.err == nil {
 			in.flushLocked(false)
 		}
+		due := in.compactDue
 		in.mu.Unlock()
+		for due {
+			select {
+			case <-in.stop:
+				return
+			case <-time.After(compactQuiet):
+			}
+			in.mu.Lock()
+			if !in.flushing && !in.closed && in.err == nil {
+				if time.Since(in.lastStaged) >= compactQuiet {
+					in.flushLocked(true)
+				} else if len(in.buf) > 0 {
+					in.flushLocked(false)
+				}
+			}
+			due = in.compactDue && !in.closed && in.err == nil
+			in.mu.Unlock()
+		}
 	}
 }
+
+// compactQuiet is how long no record may have come before a due
+// compaction runs; compactHard (or 16 times the last compacted size) is
+// the size at which it runs whatever comes.
+const (
+	compactQuiet = 200 * time.Millisecond
+	compactHard  = 64 << 20
+)
 
 func (in *Inbox) writableLocked() error {
 	switch {
@@ -510,8 +541,23 @@ func (in *Inbox) flushLocked(compact bool) {
 	batch := in.gen
 	in.gen++
 	var err error
-	if compact || in.size+int64(len(in.buf)) > max(compactMin, 4*in.compacted) {
+	size := in.size + int64(len(in.buf))
+	if !compact && size > max(compactMin, 4*in.compacted) {
+		// Due: the flusher compacts at the next quiet moment, so that
+		// the rewrite does not stall the writes of a busy moment; past
+		// the hard limit it is done now.
+		compact = size > max(compactHard, 16*in.compacted)
+		if !compact && !in.compactDue {
+			in.compactDue = true
+			select {
+			case in.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if compact {
 		in.buf = nil
+		in.compactDue = false
 		err = in.rewriteLocked()
 	} else {
 		data := in.buf
@@ -726,8 +772,8 @@ func (in *Inbox) Close() error {
 		return nil
 	}
 	var err error
-	if len(in.buf) > 0 && in.err == nil {
-		in.flushLocked(false)
+	if (len(in.buf) > 0 || in.compactDue) && in.err == nil {
+		in.flushLocked(in.compactDue)
 		err = in.err
 	}
 	in.closed = true

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -649,4 +650,40 @@ func TestRetentionBoundsMemoryBetweenCompactions(t *testing.T) {
 	if e, ok := in.Get(101); !ok || e.State != Accepted {
 		t.Fatalf("event 101 after reopen: %+v, %v", e, ok)
 	}
+}
+
+// A log grown past the compaction threshold is not rewritten while
+// records keep coming (the rewrite would stall them), but once they stop,
+// and at Close.
+func TestCompactionWaitsForAQuietMoment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inbox.log")
+	in := open(t, path, Options{KeepMax: 10})
+	var compactions atomic.Int64
+	created := in.Stats().LastCompaction // the new log's first write
+	big := strings.Repeat("x", 4096)
+	id := uint64(0)
+	// Past compactMin (1 MiB) without a pause of compactQuiet.
+	for in.Stats().Bytes < 2*compactMin {
+		id++
+		must(t, in.Add(event(id, "")))
+		must(t, in.Replied(id, big))
+		must(t, in.Finish(id, Failed))
+		if !in.Stats().LastCompaction.Equal(created) {
+			compactions.Add(1)
+		}
+	}
+	if n := compactions.Load(); n > 0 {
+		t.Errorf("compacted while records kept coming (%d checks saw a compaction)", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for in.Stats().LastCompaction.Equal(created) {
+		if time.Now().After(deadline) {
+			t.Fatal("a due compaction did not run once the writes stopped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b := in.Stats().Bytes; b > compactMin {
+		t.Errorf("log is %d bytes after compacting 10 kept events", b)
+	}
+	must(t, in.Close())
 }
