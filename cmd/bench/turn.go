@@ -25,9 +25,9 @@ import (
 // The gateway's share of a warm claude turn: `gateway run` (the real
 // binary) with the real claude CLI kept warm (AGENT_KEEP_ALIVE) against the
 // in-process fake Discord and fake Anthropic API, timed from the mention
-// posted to the reply's POST; beside it the same CLI alone, the claude
-// adapter's warm turn (Run -> result) with the same request. The
-// difference of the medians is what the gateway adds to a turn.
+// posted to the reply's POST; beside it, alternately, the same CLI alone:
+// the claude adapter's warm turn (Run -> result) with the same request.
+// The difference of the medians is what the gateway adds to a turn.
 
 const (
 	// turnTurns is how many turns of each kind are timed.
@@ -431,7 +431,8 @@ func turnOverheadMarkdown(r turnResult) []string {
 			ms(r.Overhead()), ms(medianDur(r.Gateway)), ms(medianDur(r.Alone)), verdict(r.Within())),
 		"",
 		fmt.Sprintf("Gateway overhead on a warm turn: `gateway run` with the real claude CLI (%s) kept warm (AGENT_KEEP_ALIVE), THREADS=off, against the in-process fake Discord and fake Anthropic API; one untimed turn, then %d timed turns in one channel, each mention posted -> reply POST received. "+
-			"Beside it the same request (the gateway's prompt, system prompt and flags; model request %d bytes through the gateway, %d alone) on the claude adapter's warm process alone, Run -> result.", r.Version, len(r.Gateway), r.GatewayBody, r.AloneBody),
+			"Beside it, turn for turn in alternation, the same request (the gateway's prompt, system prompt and flags; model request %d bytes through the gateway, %d alone) on the claude adapter's warm process alone, Run -> result. "+
+			"The CLI's own time varies by several ms from turn to turn on a shared machine, so the difference of the medians moves by a few ms between runs.", r.Version, len(r.Gateway), r.GatewayBody, r.AloneBody),
 		"",
 		"| warm turn | median | p90 | min | max |",
 		"|---|---|---|---|---|",
