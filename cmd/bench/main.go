@@ -41,7 +41,9 @@ func main() {
 	soak := flag.Duration("soak", 0, "run steady traffic for this long and print RSS and goroutines")
 	soakFor := flag.Duration("soak-for", time.Hour, "how long the report's soak runs")
 	loadOnly := flag.Bool("load", false, "run only the load measurement and print it (with BENCH_HEAP_PROFILE=file, the child writes a heap profile at exit)")
-	warmOnly := flag.Bool("warm", false, "run only the claude cold vs warm measurement and print it")
+	warmOnly := flag.Bool("warm", false, "run only the claude cold vs warm measurement (and how many warm processes fit in 1 GiB) and print it")
+	turnOnly := flag.Bool("turn", false, "run only the gateway overhead on a warm claude turn (gateway run with the real claude CLI) and print it")
+	turnCount := flag.Int("turns", turnTurns, "timed turns of each kind with -turn")
 	flag.Parse()
 
 	var err error
@@ -52,6 +54,8 @@ func main() {
 		err = printFootprint()
 	case *warmOnly:
 		err = printWarm()
+	case *turnOnly:
+		err = printTurnOverhead(*turnCount)
 	case *loadOnly:
 		var self string
 		if self, err = os.Executable(); err == nil {

@@ -401,6 +401,9 @@ type Outcome struct {
 	Attachments []files.File
 	// Files are the files the reply carries from the agent's outbox.
 	Files []files.Outgoing
+	// persist saves what the turn left to save once its reply is handed
+	// over (the session's cost total); nil when nothing is left.
+	persist func()
 }
 
 // HeartbeatOKToken is what a heartbeat check answers when there is nothing
@@ -491,6 +494,9 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		if err := r.deliver(ctx, e, out); err != nil {
 			log.Error().Err(err).Str("channel", e.ChannelID).Int("length", len(out.Reply)).Int("files", len(out.Files)).Msg("reply not delivered")
 		}
+	}
+	if out.persist != nil {
+		out.persist()
 	}
 	if r.opts.Exchanges != nil {
 		r.opts.Exchanges.Exchange(e, out, time.Since(started))
@@ -638,6 +644,7 @@ func (r *Runtime) turn(ctx context.Context, e queue.Event, log zerolog.Logger) O
 		r.act(ctx, e, in, p, set, key, workDir, &out, log)
 	}
 	out.Tools, out.Attachments = in.tools, fetched
+	out.persist = in.flush
 	if out.Err != nil {
 		out.Reply = userError(e, out.Err)
 	} else {
@@ -680,10 +687,12 @@ func (r *Runtime) act(ctx context.Context, e queue.Event, in *runInput, p *promp
 	out *Outcome, log zerolog.Logger) {
 	text, report, data := r.opts.Actions.Run(ctx, e, workDir, out.Result.Text)
 	for round := 1; data != "" && key != "" && round <= r.opts.ActionFollowups && ctx.Err() == nil; round++ {
+		in.flush() // the follow-up resumes from the saved cost total
 		binding, resume, epoch := r.binding(key)
 		follow := &runInput{prompt: followUpPrompt(data)}
 		log.Info().Int("round", round).Int("data_bytes", len(data)).Msg("follow-up turn with the results of query actions")
 		res, err := r.run(ctx, e, follow, p, set, key, epoch, binding, resume, log)
+		follow.flush()
 		in.tools = append(in.tools, follow.tools...)
 		out.Result.CostUSD += res.CostUSD
 		out.Result.Usage.InputTokens += res.Usage.InputTokens
@@ -720,6 +729,17 @@ type runInput struct {
 	// tools called over all runs.
 	started bool
 	tools   []string
+	// persist, if set, saves the session binding's new cost total (two
+	// fsyncs); the turn runs it once the reply is handed over.
+	persist func()
+}
+
+// flush runs persist, if set, once.
+func (in *runInput) flush() {
+	if in.persist != nil {
+		in.persist()
+		in.persist = nil
+	}
 }
 
 // fetch saves the event's attachments under the working directory and
@@ -1017,7 +1037,15 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 		}
 	}
 	if err == nil || res.SessionCostUSD > 0 {
-		bind(res.SessionID, res.SessionCostUSD)
+		if id, cost := res.SessionID, res.SessionCostUSD; id != "" && id == binding.SessionID {
+			// The session is bound already (at its init event): only its
+			// cost total changed, which nothing reads before the next
+			// run, so it is saved after the reply is handed over.
+			in.flush()
+			in.persist = func() { bind(id, cost) }
+		} else {
+			bind(res.SessionID, res.SessionCostUSD)
+		}
 	}
 	if key != "" && res.SessionID != "" {
 		r.saveTranscript(ctx, res.SessionID, workDir, log)
