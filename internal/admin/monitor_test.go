@@ -35,7 +35,9 @@ func TestMonitorRecordsATurn(t *testing.T) {
 		Running:   func() int { return 1 },
 		Inbox:     func() inbox.Stats { return inbox.Stats{Bytes: 4096, Entries: 10, Waiting: 1, Running: 1, Failed: 2} },
 		Processes: func() int { return 3 },
-		Warm:      func() backends.WarmStats { return backends.WarmStats{Processes: 2, Busy: 1, RSSBytes: 1 << 20, PSSBytes: 1 << 19} },
+		Warm: func() backends.WarmStats {
+			return backends.WarmStats{Processes: 2, Busy: 1, RSSBytes: 1 << 20, PSSBytes: 1 << 19}
+		},
 		Connected: func() bool { return true },
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -155,10 +155,10 @@ type Inbox struct {
 	// compaction, so memory stays bounded however the log grows.
 	finished int
 	keys     map[string]uint64
-	lastID  uint64
-	seen    map[string]Seen
-	prefix  string
-	created time.Time
+	lastID   uint64
+	seen     map[string]Seen
+	prefix   string
+	created  time.Time
 
 	f    file
 	size int64
@@ -170,7 +170,7 @@ type Inbox struct {
 	// flusher does it once no record came for compactQuiet (lastStaged).
 	compactDue bool
 	lastStaged time.Time
-	recovered      int64
+	recovered  int64
 
 	// Group commit: buf holds the records of batch gen, not yet written.
 	// synced is the number of batches written and synced; failed is the
