@@ -111,13 +111,17 @@ func (p *gatewayProcess) goroutineCount() int {
 }
 
 // stop sends SIGTERM and waits.
-func (p *gatewayProcess) stop() {
-	p.cmd.Process.Signal(syscall.SIGTERM)
+func (p *gatewayProcess) stop() { stopProcess(p.cmd, p.done) }
+
+// stopProcess sends cmd SIGTERM and waits until done is closed (its Wait
+// returned), killing it after 30 s.
+func stopProcess(cmd *exec.Cmd, done <-chan struct{}) {
+	cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-done:
 	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
+		cmd.Process.Kill()
+		<-done
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
@@ -262,15 +261,7 @@ func startTurnGateway(gw string, env []string) (*turnGateway, error) {
 }
 
 // stop sends SIGTERM and waits; the gateway stops its claude processes.
-func (p *turnGateway) stop() {
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *turnGateway) stop() { stopProcess(p.cmd, p.done) }
 
 // claudeRequestOf reads the command line of the warm claude the gateway
 // keeps (the one whose HOME is configDir) back into a backends.Request:
