@@ -89,6 +89,30 @@ type Config struct {
 	// the agent made (APPROVER_IDS); empty means the allowlisted users, or,
 	// without a user allowlist, members with the Manage Server permission.
 	ApproverIDs []string
+	// AllowedRoleIDs lets members with any of these roles use the bot
+	// (ALLOWED_ROLE_IDS): with AllowedUserIDs, either suffices. DMs carry
+	// no roles.
+	AllowedRoleIDs []string
+	// ApproverRoleIDs are roles whose members may answer approvals and
+	// Apply, Lift or Confirm, as ApproverIDs may (APPROVER_ROLE_IDS).
+	ApproverRoleIDs []string
+	// SessionScope is channel (one session per channel) or user (one per
+	// person in a shared channel; the lane stays the channel)
+	// (SESSION_SCOPE).
+	SessionScope string
+	// NotifyAfter is how long a turn must run before its answer mentions
+	// its author (NOTIFY_AFTER); 0 never does.
+	NotifyAfter time.Duration
+	// TranscribeURL is an OpenAI-compatible /v1/audio/transcriptions
+	// endpoint for voice messages (TRANSCRIBE_URL); empty turns
+	// transcription off. TranscribeAPIKey is its bearer token
+	// (TRANSCRIBE_API_KEY), TranscribeModel the model it is asked for
+	// (TRANSCRIBE_MODEL), and VoiceMaxDuration the longest voice message
+	// transcribed (VOICE_MAX_SECONDS).
+	TranscribeURL    string
+	TranscribeAPIKey string
+	TranscribeModel  string
+	VoiceMaxDuration time.Duration
 	// InboxRetention and InboxMaxEvents bound the finished events the
 	// inbox keeps (INBOX_RETENTION, INBOX_MAX_EVENTS): for de-duplication
 	// and doctor; unfinished events are always kept.

@@ -115,6 +115,10 @@ func defaultConfig(t testing.TB) *Config {
 		NATSReplicas:         1,
 		NATSPartitions:       256,
 		NATSAckWait:          time.Minute,
+		SessionScope:         SessionScopeChannel,
+		NotifyAfter:          2 * time.Minute,
+		TranscribeModel:      "whisper-1",
+		VoiceMaxDuration:     5 * time.Minute,
 	}
 }
 
@@ -435,6 +439,11 @@ func TestInvalidValues(t *testing.T) {
 		{EnvOutputChannelID, "general", `OUTPUT_CHANNEL_ID: "general" is not a Discord ID (` + snowflakeHint + `)`},
 		{EnvOutputChannelID, "0", `OUTPUT_CHANNEL_ID: "0" is not a Discord ID (` + snowflakeHint + `)`},
 		{EnvAllowedUserIDs, "123,abc", `ALLOWED_USER_IDS: "abc" is not a Discord ID (` + snowflakeHint + `)`},
+		{EnvAllowedRoleIDs, "role", `ALLOWED_ROLE_IDS: "role" is not a Discord ID (` + snowflakeHint + `)`},
+		{EnvSessionScope, "person", `SESSION_SCOPE: "person" is not one of channel, user`},
+		{EnvNotifyAfter, "soon", `NOTIFY_AFTER: "soon" is not a duration (write it like 10m, 1h, or 0 for none)`},
+		{EnvTranscribeURL, "whisper.local:9000", `TRANSCRIBE_URL: "whisper.local:9000" is not an http:// or https:// URL`},
+		{EnvVoiceMaxSeconds, "0", `VOICE_MAX_SECONDS must be at least 1, got 0`},
 		{EnvAllowedChannelIDs, "1x, 123 ,-4", `ALLOWED_CHANNEL_IDS: "1x", "-4" are not Discord IDs (` + snowflakeHint + `)`},
 		{EnvAllowedGuildIDs, "18446744073709551616", `ALLOWED_GUILD_IDS: "18446744073709551616" is not a Discord ID (` + snowflakeHint + `)`},
 		{EnvDiscordAPIBaseURL, "localhost:3000", `DISCORD_API_BASE_URL: "localhost:3000" is not a http:// or https:// URL` + apiShape},
@@ -722,6 +731,8 @@ func TestRedacted(t *testing.T) {
 		"ANTHROPIC_BASE_URL":  "http://127.0.0.1:4",
 		EnvOpenAIAPIKey:       "openai-secret",
 		EnvAnthropicAuthToken: "auth-secret",
+		EnvTranscribeURL:      "https://user:pw-secret@whisper.example/v1/audio/transcriptions",
+		EnvTranscribeAPIKey:   "transcribe-secret",
 	}
 	cfg := mustLoad(t, env, "", 0)
 	got := cfg.Redacted()
@@ -747,6 +758,10 @@ func TestRedacted(t *testing.T) {
 		"ALLOWED_CHANNEL_IDS=",
 		"ALLOWED_GUILD_IDS=",
 		"APPROVER_IDS=",
+		"ALLOWED_ROLE_IDS=",
+		"APPROVER_ROLE_IDS=",
+		"SESSION_SCOPE=channel",
+		"NOTIFY_AFTER=2m0s",
 		"INBOX_RETENTION=168h0m0s",
 		"INBOX_MAX_EVENTS=10000",
 		"CATCH_UP_MAX_AGE=6h0m0s",
@@ -790,6 +805,10 @@ func TestRedacted(t *testing.T) {
 		"NATS_REPLICAS=1",
 		"NATS_PARTITIONS=256",
 		"NATS_ACK_WAIT=1m0s",
+		"TRANSCRIBE_URL=https://<redacted>@whisper.example/v1/audio/transcriptions",
+		"TRANSCRIBE_API_KEY=<redacted>",
+		"TRANSCRIBE_MODEL=whisper-1",
+		"VOICE_MAX_SECONDS=300",
 		"DISCORD_ACTIONS_CHANNELS=true",
 		"DISCORD_ACTIONS_MESSAGING=true",
 		"DISCORD_ACTIONS_GUILD=true",
@@ -1094,6 +1113,22 @@ var generators = []generator{
 	{EnvApprovalTimeout, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := time.Duration(1+r.IntN(3600)) * time.Second
 		return v.String(), func(_ testing.TB, c *Config) { c.ApprovalTimeout = v }
+	}},
+	{EnvSessionScope, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := randPick(r, sessionScopes)
+		return randCase(r, v), func(_ testing.TB, c *Config) { c.SessionScope = v }
+	}},
+	{EnvNotifyAfter, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := time.Duration(r.IntN(3600)) * time.Second
+		return v.String(), func(_ testing.TB, c *Config) { c.NotifyAfter = v }
+	}},
+	{EnvTranscribeModel, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := randPick(r, []string{"whisper-1", "gpt-4o-mini-transcribe", "Systran/faster-whisper-small"})
+		return v, func(_ testing.TB, c *Config) { c.TranscribeModel = v }
+	}},
+	{EnvVoiceMaxSeconds, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		n := 1 + r.IntN(3600)
+		return strconv.Itoa(n), func(_ testing.TB, c *Config) { c.VoiceMaxDuration = time.Duration(n) * time.Second }
 	}},
 	{EnvScheduledTools, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := randPick(r, toolPolicies)

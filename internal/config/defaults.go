@@ -36,6 +36,14 @@ var defaults = map[string]string{
 	EnvAllowedChannelIDs: "",
 	EnvAllowedGuildIDs:   "",
 	EnvApproverIDs:       "",
+	EnvAllowedRoleIDs:    "",
+	EnvApproverRoleIDs:   "",
+	EnvSessionScope:      SessionScopeChannel,
+	EnvNotifyAfter:       "2m",
+	EnvTranscribeURL:     "",
+	EnvTranscribeAPIKey:  "",
+	EnvTranscribeModel:   "whisper-1",
+	EnvVoiceMaxSeconds:   "300",
 	EnvInboxRetention:    "168h",
 	EnvInboxMaxEvents:    "10000",
 	EnvCatchUpMaxAge:     "6h",
@@ -100,6 +108,17 @@ var (
 	steerModes      = []string{SteerQueue, SteerInject}
 	toolPolicies    = []string{ScheduledToolsDeny, ScheduledToolsAllow}
 	threadModes     = []string{ThreadsAuto, ThreadsOff}
+	sessionScopes   = []string{SessionScopeChannel, SessionScopeUser}
+)
+
+// Whose conversation a prompt continues (SESSION_SCOPE).
+const (
+	// SessionScopeChannel gives a channel (or thread) one session that
+	// everyone in it shares.
+	SessionScopeChannel = "channel"
+	// SessionScopeUser gives each person their own session in a shared
+	// channel; turns still run one at a time in the channel's order.
+	SessionScopeUser = "user"
 )
 
 // Where a prompt in a text channel is answered (THREADS).

@@ -281,6 +281,46 @@ var docs = []doc{
 		Meaning: "users who may Apply or Discard a schedule change the agent made (see Changes the agent makes); empty = the users in `ALLOWED_USER_IDS`, or without that list, members with the Manage Server permission",
 	},
 	{
+		Names:   []string{EnvAllowedRoleIDs},
+		Default: "none",
+		Meaning: "members with any of these roles may use the bot, as the users in `ALLOWED_USER_IDS` may (either suffices). DMs carry no roles",
+	},
+	{
+		Names:   []string{EnvApproverRoleIDs},
+		Default: "none",
+		Meaning: "members with any of these roles may answer tool approvals and questions, and Apply, Lift or Confirm, as `APPROVER_IDS` may",
+	},
+	{
+		Names:   []string{EnvSessionScope},
+		Default: "`channel`",
+		Meaning: "`channel`: one session per channel or thread, shared by everyone in it; `user`: each person has their own session in a shared channel (turns still run one at a time, in order)",
+	},
+	{
+		Names:   []string{EnvNotifyAfter},
+		Default: "`2m`",
+		Meaning: "a turn that ran longer than this mentions its author in the answer, so their phone buzzes (nobody else is pinged); `0` never does",
+	},
+	{
+		Names:   []string{EnvTranscribeURL},
+		Default: "off",
+		Meaning: "an OpenAI-compatible `/v1/audio/transcriptions` endpoint (OpenAI's, or a local Whisper server's): voice messages are transcribed and the transcript becomes the prompt. Unset, a voice message gets a reply saying how to turn this on",
+	},
+	{
+		Names:   []string{EnvTranscribeAPIKey, EnvTranscribeAPIKey + FileSuffix},
+		Default: "unset",
+		Meaning: "the transcription endpoint's key (sent as a bearer token; never passed to the agent)",
+	},
+	{
+		Names:   []string{EnvTranscribeModel},
+		Default: "`whisper-1`",
+		Meaning: "the model the transcription endpoint is asked for",
+	},
+	{
+		Names:   []string{EnvVoiceMaxSeconds},
+		Default: "`300`",
+		Meaning: "longer voice messages are not transcribed (the user is told); their size is bounded by `MAX_ATTACHMENT_MB` and the endpoint's 25 MB",
+	},
+	{
 		Names:   []string{EnvDiscordAPIBaseURL, EnvDiscordGatewayURL},
 		Default: "real Discord",
 		Meaning: "REST and gateway endpoints (proxies, tests): `" + apiURLShape[:strings.Index(apiURLShape, ",")] + "` and `" + gatewayURLShape[:strings.Index(gatewayURLShape, ",")] + "`, as Discord's own `https://discord.com/api/v9` and `wss://gateway.discord.gg`",

@@ -72,6 +72,14 @@ const (
 	EnvNATSReplicas      = "NATS_REPLICAS"
 	EnvNATSPartitions    = "NATS_PARTITIONS"
 	EnvNATSAckWait       = "NATS_ACK_WAIT"
+	EnvNotifyAfter       = "NOTIFY_AFTER"
+	EnvAllowedRoleIDs    = "ALLOWED_ROLE_IDS"
+	EnvApproverRoleIDs   = "APPROVER_ROLE_IDS"
+	EnvSessionScope      = "SESSION_SCOPE"
+	EnvTranscribeURL     = "TRANSCRIBE_URL"
+	EnvTranscribeAPIKey  = "TRANSCRIBE_API_KEY"
+	EnvTranscribeModel   = "TRANSCRIBE_MODEL"
+	EnvVoiceMaxSeconds   = "VOICE_MAX_SECONDS"
 )
 
 // ActionsEnv is the name of a Discord action category's switch:
@@ -126,6 +134,10 @@ var keys = append([]string{
 	EnvAllowedChannelIDs,
 	EnvAllowedGuildIDs,
 	EnvApproverIDs,
+	EnvAllowedRoleIDs,
+	EnvApproverRoleIDs,
+	EnvSessionScope,
+	EnvNotifyAfter,
 	EnvInboxRetention,
 	EnvInboxMaxEvents,
 	EnvCatchUpMaxAge,
@@ -169,6 +181,10 @@ var keys = append([]string{
 	EnvNATSReplicas,
 	EnvNATSPartitions,
 	EnvNATSAckWait,
+	EnvTranscribeURL,
+	EnvTranscribeAPIKey,
+	EnvTranscribeModel,
+	EnvVoiceMaxSeconds,
 }, actionKeys...)
 
 // providerPrefixes select the variables (from the environment and .env)

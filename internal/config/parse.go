@@ -68,6 +68,14 @@ func (p *parser) parse() *Config {
 		AllowedChannelIDs:    field(p, EnvAllowedChannelIDs, parseIDs),
 		AllowedGuildIDs:      field(p, EnvAllowedGuildIDs, parseIDs),
 		ApproverIDs:          field(p, EnvApproverIDs, parseIDs),
+		AllowedRoleIDs:       field(p, EnvAllowedRoleIDs, parseIDs),
+		ApproverRoleIDs:      field(p, EnvApproverRoleIDs, parseIDs),
+		SessionScope:         field(p, EnvSessionScope, parseChoice(sessionScopes)),
+		NotifyAfter:          field(p, EnvNotifyAfter, parseOptionalDuration),
+		TranscribeURL:        field(p, EnvTranscribeURL, parseHTTPURL),
+		TranscribeAPIKey:     field(p, EnvTranscribeAPIKey, parseString),
+		TranscribeModel:      field(p, EnvTranscribeModel, parseString),
+		VoiceMaxDuration:     time.Duration(field(p, EnvVoiceMaxSeconds, parseCount)) * time.Second,
 		InboxRetention:       field(p, EnvInboxRetention, parseDuration),
 		InboxMaxEvents:       field(p, EnvInboxMaxEvents, parseCount),
 		CatchUpMaxAge:        field(p, EnvCatchUpMaxAge, parseDuration),
@@ -179,6 +187,19 @@ func required(c *Config, req Require, bad map[string]bool) []error {
 }
 
 func parseString(_, s string) (string, error) { return s, nil }
+
+// parseHTTPURL accepts an empty value or an absolute http or https URL
+// with a host, such as https://api.openai.com/v1/audio/transcriptions.
+func parseHTTPURL(name, s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", varErrorf(name, "%s: %s is not an http:// or https:// URL", name, quote(redactURL(s)))
+	}
+	return s, nil
+}
 
 // parseCount parses a whole number of at least 1.
 func parseCount(name, s string) (int, error) {

@@ -44,6 +44,10 @@ func (c Config) settings() []setting {
 		{EnvAllowedChannelIDs, strings.Join(c.AllowedChannelIDs, ",")},
 		{EnvAllowedGuildIDs, strings.Join(c.AllowedGuildIDs, ",")},
 		{EnvApproverIDs, strings.Join(c.ApproverIDs, ",")},
+		{EnvAllowedRoleIDs, strings.Join(c.AllowedRoleIDs, ",")},
+		{EnvApproverRoleIDs, strings.Join(c.ApproverRoleIDs, ",")},
+		{EnvSessionScope, c.SessionScope},
+		{EnvNotifyAfter, c.NotifyAfter.String()},
 		{EnvInboxRetention, c.InboxRetention.String()},
 		{EnvInboxMaxEvents, strconv.Itoa(c.InboxMaxEvents)},
 		{EnvCatchUpMaxAge, c.CatchUpMaxAge.String()},
@@ -87,6 +91,10 @@ func (c Config) settings() []setting {
 		{EnvNATSReplicas, strconv.Itoa(c.NATSReplicas)},
 		{EnvNATSPartitions, strconv.Itoa(c.NATSPartitions)},
 		{EnvNATSAckWait, c.NATSAckWait.String()},
+		{EnvTranscribeURL, redactURL(c.TranscribeURL)},
+		{EnvTranscribeAPIKey, mask(c.TranscribeAPIKey)},
+		{EnvTranscribeModel, c.TranscribeModel},
+		{EnvVoiceMaxSeconds, strconv.Itoa(int(c.VoiceMaxDuration / time.Second))},
 	}
 	for _, cat := range actions.Categories {
 		s = append(s, setting{ActionsEnv(cat), strconv.FormatBool(c.Actions.Categories[cat])})

@@ -22,8 +22,8 @@ const FileSuffix = "_FILE"
 const WebhookSecretPrefix = "WEBHOOK_"
 
 // secretNames are the secrets that may be given as files besides the
-// webhook secrets (WEBHOOK_*): the bot token, the model credentials and
-// the NATS token.
+// webhook secrets (WEBHOOK_*): the bot token, the model credentials, the
+// NATS token and the transcription key.
 var secretNames = []string{
 	EnvDiscordToken,
 	EnvAnthropicAPIKey,
@@ -32,6 +32,7 @@ var secretNames = []string{
 	EnvGeminiAPIKey,
 	EnvGoogleAPIKey,
 	EnvNATSToken,
+	EnvTranscribeAPIKey,
 }
 
 // maxSecretFile bounds what a secret file may hold, so that a path to the
