@@ -56,16 +56,33 @@ type Press struct {
 	// Administrator permission in the channel (the interaction's
 	// member.permissions); always false in a DM.
 	ManageGuild bool
+	// Roles are the ids of the presser's roles in the guild (the
+	// interaction's member.roles); nil in a DM.
+	Roles []string
+	// Values are the options chosen in a select menu; nil for a button
+	// or a modal.
+	Values []string
+	// Fields are a submitted modal's values by text field ID; nil for a
+	// button or a select menu. For a submission ButtonID is the modal's
+	// ID, and MessageID is the message whose press opened it.
+	Fields map[string]string
 }
 
-// PressAnswer is what a press shows. Exactly one of Update and Notice is
-// used: Update non-nil replaces the message's content (1-2000 characters)
-// for everyone and removes its buttons (interaction callback type 7,
-// UPDATE_MESSAGE); otherwise Notice is sent as an ephemeral reply that only
-// the presser sees (callback type 4 with flags 64). The zero PressAnswer
+// PressAnswer is what a press shows. At most one of Modal, Update and
+// Notice is used, in that order: Modal opens a form (interaction callback
+// type 9, MODAL; not as the answer to a modal's submission, where it
+// counts as an invalid answer); Update non-nil replaces the message's
+// content (1-2000 characters) for everyone and its rows with Rows, none
+// when Rows is empty (callback type 7, UPDATE_MESSAGE; for a modal opened
+// by a slash command, which has no message, Update is posted as a new
+// message); otherwise Notice is sent as an ephemeral reply that only the
+// presser sees (callback type 4 with flags 64). The zero PressAnswer
 // acknowledges the press and changes nothing (callback type 6).
 type PressAnswer struct {
+	Modal  *Modal
 	Update *string
+	// Rows are the message's rows after Update.
+	Rows   []Row
 	Notice string
 }
 
@@ -87,6 +104,9 @@ const pressWindow = 2500 * time.Millisecond
 
 // unhandledPress answers a press on a button nothing handles (any more).
 const unhandledPress = "This button no longer does anything."
+
+// unopenedModal answers a press whose handler asked for an invalid modal.
+const unopenedModal = "This form could not be opened. Please tell the bot's operator."
 
 // buttonAttempts bounds the tries of PostButtons when Discord fails in a
 // way that may pass; the nonce makes a retry post at most once.
@@ -307,11 +327,17 @@ func parseID(what, id string) (discord.Snowflake, error) {
 // prefix runs in its own goroutine (it may do file I/O) and its answer is
 // sent back at once. It runs on the event loop and does not block it.
 func (b *Bot) onPress(ev *interactionCreate, data *discord.ButtonInteraction) {
+	b.routePress(ev, string(data.CustomID), func(*Press) {})
+}
+
+// routePress routes a press, a select menu's choice or a modal's
+// submission with custom_id id to the handler of the longest matching
+// prefix; fill adds what the kind of interaction carries.
+func (b *Bot) routePress(ev *interactionCreate, id string, fill func(*Press)) {
 	user := ev.Sender()
 	if user == nil || user.Bot {
 		return
 	}
-	id := string(data.CustomID)
 	prefix, h := b.buttons.route(id)
 	if h == nil {
 		prefix = buttonKind(id)
@@ -332,6 +358,10 @@ func (b *Bot) onPress(ev *interactionCreate, data *discord.ButtonInteraction) {
 	if ev.Message != nil {
 		p.MessageID = ev.Message.ID.String()
 	}
+	if ev.Member != nil {
+		p.Roles = roleIDs(ev.Member.RoleIDs)
+	}
+	fill(&p)
 	go func() {
 		answer := PressAnswer{Notice: unhandledPress}
 		if b.opts.Elsewhere != nil && turnButton(id) && !b.holdsPress(p) {
@@ -357,6 +387,15 @@ func (b *Bot) onPress(ev *interactionCreate, data *discord.ButtonInteraction) {
 	}()
 }
 
+// roleIDs are role ids as strings.
+func roleIDs(ids []discord.RoleID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
 // buttonKind is what a log line may show of a custom_id nothing handles:
 // its part before the first colon, at most 32 bytes; the rest may be data.
 func buttonKind(id string) string {
@@ -371,14 +410,29 @@ func buttonKind(id string) string {
 func (b *Bot) answerPress(ev *interactionCreate, a PressAnswer, log zerolog.Logger) {
 	quiet := &api.AllowedMentions{Parse: []api.AllowedMentionType{}}
 	resp := api.InteractionResponse{Type: api.DeferredMessageUpdate}
+	submitted := ev.Data.InteractionType() == discord.ModalInteractionType
+	if a.Modal != nil {
+		var err error
+		if submitted {
+			err = fmt.Errorf("%w: a modal cannot answer a modal", ErrInvalidButtons)
+		} else {
+			resp, err = a.Modal.response()
+		}
+		if err != nil {
+			log.Error().Err(err).Msg("press answer with an invalid modal")
+			a = PressAnswer{Notice: unopenedModal}
+		}
+	}
 	switch {
-	case a.Update != nil:
-		none := discord.ContainerComponents{}
-		resp = api.InteractionResponse{Type: api.UpdateMessage, Data: &api.InteractionResponseData{
+	case a.Modal != nil:
+	case a.Update != nil && submitted && ev.Message == nil:
+		// A modal opened by a slash command has no message to update.
+		resp = api.InteractionResponse{Type: api.MessageInteractionWithSource, Data: &api.InteractionResponseData{
 			Content:         option.NewNullableString(*a.Update),
-			Components:      &none,
 			AllowedMentions: quiet,
 		}}
+	case a.Update != nil:
+		resp = updateResponse(a, log)
 	case a.Notice != "":
 		resp = api.InteractionResponse{Type: api.MessageInteractionWithSource, Data: &api.InteractionResponseData{
 			Content:         option.NewNullableString(a.Notice),

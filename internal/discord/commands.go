@@ -25,6 +25,9 @@ type Command struct {
 	Options map[string]any
 	// ManageGuild is whether the user may manage the server.
 	ManageGuild bool
+	// Roles are the ids of the user's roles in the guild (the
+	// interaction's member.roles); nil in a DM.
+	Roles []string
 }
 
 // String returns a string option, "" when absent.
@@ -48,12 +51,17 @@ func (c Command) Has(name string) bool {
 // CommandAnswer is what a command shows: Text (1-2000 characters, no
 // pings), private to the user when Ephemeral, with Buttons under it, and
 // Files (their bytes read and checked by the caller) in a follow-up right
-// after it, so they come in the command's own answer, in order.
+// after it, so they come in the command's own answer, in order. Rows
+// (select menus and buttons) go under Text after Buttons' row. Modal, when
+// set, opens a form instead and nothing else is sent; its submission
+// reaches the HandleButtons handler of its ID's prefix.
 type CommandAnswer struct {
 	Text      string
 	Ephemeral bool
 	Buttons   []Button
+	Rows      []Row
 	Files     []files.Outgoing
+	Modal     *Modal
 }
 
 // commandHandler is a registered command.
@@ -118,6 +126,9 @@ func (b *Bot) runCommand(ev *interactionCreate, cmd *discord.CommandInteraction,
 	if ev.GuildID.IsValid() {
 		c.GuildID = ev.GuildID.String()
 	}
+	if ev.Member != nil {
+		c.Roles = roleIDs(ev.Member.RoleIDs)
+	}
 	for _, o := range cmd.Options {
 		var v any
 		switch o.Type {
@@ -152,6 +163,17 @@ func (b *Bot) runCommand(ev *interactionCreate, cmd *discord.CommandInteraction,
 }
 
 func (b *Bot) answerCommand(ev *gateway.InteractionCreateEvent, a CommandAnswer, log zerolog.Logger) {
+	if a.Modal != nil {
+		resp, err := a.Modal.response()
+		if err == nil {
+			if err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, resp); err != nil {
+				log.Warn().Str("error", scrub(err, ev.Token)).Msg("command's modal not opened")
+			}
+			return
+		}
+		log.Error().Err(err).Msg("command answer with an invalid modal")
+		a = CommandAnswer{Text: unopenedModal, Ephemeral: true}
+	}
 	text := a.Text
 	if text == "" {
 		text = "Done."
@@ -163,12 +185,16 @@ func (b *Bot) answerCommand(ev *gateway.InteractionCreateEvent, a CommandAnswer,
 	if a.Ephemeral {
 		data.Flags = discord.EphemeralMessage
 	}
-	if len(a.Buttons) > 0 {
-		row, err := buttonRow(text, a.Buttons)
+	if len(a.Buttons) > 0 || len(a.Rows) > 0 {
+		rows := a.Rows
+		if len(a.Buttons) > 0 {
+			rows = append([]Row{{Buttons: a.Buttons}}, a.Rows...)
+		}
+		cc, err := rowComponents(text, rows)
 		if err != nil {
 			log.Error().Err(err).Msg("command answer with invalid buttons; sent without them")
 		} else {
-			data.Components = &row
+			data.Components = &cc
 		}
 	}
 	err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, api.InteractionResponse{Type: api.MessageInteractionWithSource, Data: data})

@@ -615,6 +615,14 @@ func (b *Bot) onInteraction(iev *interactionCreate) {
 		b.onPress(iev, press)
 		return
 	}
+	if sel, ok := ev.Data.(*discord.StringSelectInteraction); ok {
+		b.onSelect(iev, sel)
+		return
+	}
+	if form, ok := ev.Data.(*discord.ModalInteraction); ok {
+		b.onModalSubmit(iev, form)
+		return
+	}
 	if ac, ok := ev.Data.(*discord.AutocompleteInteraction); ok {
 		b.onAutocomplete(iev, ac)
 		return
