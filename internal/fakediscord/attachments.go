@@ -91,7 +91,7 @@ func (s *Server) PostAttachments(ch discord.ChannelID, author discord.User, cont
 	}
 	s.userPostingLocked(c, author.ID)
 	c.messages = append(c.messages, m)
-	s.dispatchLocked("MESSAGE_CREATE", m.Message)
+	s.dispatchLocked("MESSAGE_CREATE", s.messageCreateLocked(m))
 	s.notifyLocked()
 	return m.Message
 }

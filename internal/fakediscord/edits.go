@@ -150,7 +150,7 @@ func (s *Server) React(ch discord.ChannelID, msg discord.MessageID, user discord
 	}
 	if c.GuildID.IsValid() {
 		ev["guild_id"] = c.GuildID.String()
-		ev["member"] = map[string]any{"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339)}
+		ev["member"] = s.memberJSONLocked(c.GuildID, user, nil, true)
 	}
 	s.dispatchLocked("MESSAGE_REACTION_ADD", ev)
 }

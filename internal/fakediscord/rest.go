@@ -244,6 +244,7 @@ func decodeMessage(ctype string, body []byte) (sentMessage, []byte, []File, *api
 		return in, nil, nil, malformed, http.StatusBadRequest
 	}
 	if in.Components != nil {
+		fillLimits(*in.Components, payload)
 		if aerr := checkComponents(*in.Components); aerr != nil {
 			return in, nil, nil, aerr, http.StatusBadRequest
 		}
@@ -280,6 +281,9 @@ func checkComponents(cc discord.ContainerComponents) *apiError {
 			return invalid("an action row must hold 1-5 buttons")
 		}
 		for _, ic := range *row {
+			if what := checkRowComponent(ic, len(*row)); what != "" {
+				return invalid(what)
+			}
 			b, ok := ic.(*discord.ButtonComponent)
 			if !ok {
 				continue
@@ -481,6 +485,9 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 	if _, ok := s.completions[id]; ok || in.Type == 8 {
 		return s.completeLocked(id, in.Type, in.Raw)
 	}
+	if in.Type == 9 {
+		return s.openModalLocked(id, in.Raw)
+	}
 	var has present
 	if len(in.Raw) > 0 && string(in.Raw) != "null" {
 		in.Data = &sentMessage{}
@@ -488,6 +495,7 @@ func (s *Server) callbackLocked(id, token string, body []byte) (int, any) {
 			return http.StatusBadRequest, malformed
 		}
 		if in.Data.Components != nil {
+			fillLimits(*in.Data.Components, in.Raw)
 			if aerr := checkComponents(*in.Data.Components); aerr != nil {
 				return http.StatusBadRequest, *aerr
 			}

@@ -296,6 +296,8 @@ type Server struct {
 	changed chan struct{}
 	// gstate is what guild.go keeps: members, events, pins, polls.
 	gstate *guildState
+	// comp is what components.go keeps: interactions' origins, modals.
+	comp *componentState
 }
 
 // pressedMessage is where a pressed button is.
@@ -541,9 +543,13 @@ func (s *Server) interactLocked(typ int, ch discord.ChannelID, user discord.User
 		"channel_id":     ch.String(),
 		"data":           map[string]any{"id": s.id().String(), "name": command, "type": 1, "options": opts, "resolved": map[string]any{"attachments": resolved}},
 	}
+	perms := s.memberPermsLocked(c, user)
+	if typ == 2 {
+		s.compLocked().origins[id] = origin{channel: ch, user: user, perms: perms}
+	}
 	if c.GuildID.IsValid() {
 		ev["guild_id"] = c.GuildID.String()
-		ev["member"] = map[string]any{"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339)}
+		ev["member"] = s.memberJSONLocked(c.GuildID, user, &perms, true)
 		s.whereLocked(c, ev)
 	} else {
 		ev["user"] = user
@@ -580,30 +586,7 @@ func (s *Server) Press(ch discord.ChannelID, message discord.MessageID, user dis
 	if !slices.ContainsFunc(m.Buttons(), func(b Button) bool { return b.ID == customID }) {
 		panic(fmt.Sprintf("fakediscord: message %s has no button %q", message, customID))
 	}
-	id := s.id().String()
-	s.pressed[id] = pressedMessage{channel: ch, message: message}
-	ev := map[string]any{
-		"id":             id,
-		"application_id": s.App.String(),
-		"type":           3,
-		"token":          "itoken-" + id,
-		"version":        1,
-		"channel_id":     ch.String(),
-		"data":           map[string]any{"custom_id": customID, "component_type": 2},
-		"message":        m.Message,
-	}
-	if c.GuildID.IsValid() {
-		ev["guild_id"] = c.GuildID.String()
-		ev["member"] = map[string]any{
-			"user": user, "roles": []string{}, "joined_at": time.Now().Format(time.RFC3339),
-			"permissions": strconv.FormatUint(uint64(permissions), 10),
-		}
-		s.whereLocked(c, ev)
-	} else {
-		ev["user"] = user
-	}
-	s.dispatchLocked("INTERACTION_CREATE", ev)
-	return id
+	return s.componentInteractionLocked(c, m, user, permissions, map[string]any{"custom_id": customID, "component_type": 2})
 }
 
 // answerLocked finds an interaction response by message id.
