@@ -7,6 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/rs/zerolog"
 )
@@ -27,7 +31,23 @@ type Approval struct {
 	// CanRemember is set when the CLI offered rules that "Allow for this
 	// session" can add (its permission_suggestions).
 	CanRemember bool
+	// Plan is the plan an ExitPlanMode call asks the user to approve: its
+	// input's "plan" when the model gave one there, else the plan file the
+	// model wrote this turn (claude 2.1.330 keeps plans in
+	// ~/.claude/plans/*.md and sends ExitPlanMode with an empty input).
+	Plan string
 }
+
+// Tools whose can_use_tool request is a question for the user rather than
+// a permission to run something.
+const (
+	// ToolAskUserQuestion asks 1-4 multiple-choice questions; the answer is
+	// an allow whose updated input carries "answers".
+	ToolAskUserQuestion = "AskUserQuestion"
+	// ToolExitPlanMode asks the user to approve a plan; an allow leaves
+	// plan mode, a deny's message sends the model back to planning.
+	ToolExitPlanMode = "ExitPlanMode"
+)
 
 // Verdict answers an Approval.
 type Verdict struct {
@@ -40,6 +60,14 @@ type Verdict struct {
 	Message string
 	// Interrupt, with a denial, ends the turn as well.
 	Interrupt bool
+	// UpdatedInput, with Allow, replaces the tool's input: an
+	// AskUserQuestion's input with the user's "answers" added.
+	UpdatedInput json.RawMessage
+	// Mode, with Allow, switches the CLI's permission mode for the rest of
+	// the session (an approved plan continues in acceptEdits): the answer
+	// carries updatedPermissions [{type: setMode, mode, destination:
+	// session}], which the CLI applies before the turn goes on.
+	Mode string
 }
 
 // ApproveFunc decides an Approval. ctx ends when the CLI withdraws the
@@ -129,6 +157,9 @@ func parseControl(line []byte) (controlLine, error) {
 				Tool: r.ToolName, Input: input, Description: r.Description, BlockedPath: r.BlockedPath,
 				ToolUseID: r.ToolUseID, CanRemember: hasItems(r.Suggestions),
 			}
+			if r.ToolName == ToolExitPlanMode {
+				c.Approval.Plan = inputString(input, "plan")
+			}
 		}
 		return c, nil
 	case "control_cancel_request":
@@ -152,6 +183,14 @@ func orNull(b json.RawMessage) []byte {
 		return []byte("null")
 	}
 	return b
+}
+
+// inputString is a string field of a tool's JSON input, "" when absent.
+func inputString(input json.RawMessage, key string) string {
+	var in map[string]any
+	_ = json.Unmarshal(input, &in)
+	s, _ := in[key].(string)
+	return s
 }
 
 // hasItems reports whether raw is a JSON array with at least one element.
@@ -218,11 +257,20 @@ func controlRequestLine(id, subtype string, fields map[string]any) []byte {
 func approvalAnswer(c controlLine, v Verdict) []byte {
 	var resp map[string]any
 	if v.Allow {
-		resp = map[string]any{"behavior": "allow", "updatedInput": json.RawMessage(c.Input)}
+		input := c.Input
+		if len(v.UpdatedInput) > 0 {
+			input = v.UpdatedInput
+		}
+		resp = map[string]any{"behavior": "allow", "updatedInput": json.RawMessage(input)}
+		var perms []map[string]any
 		if v.Remember {
-			if perms := sessionSuggestions(c.Suggestions); perms != nil {
-				resp["updatedPermissions"] = perms
-			}
+			perms = sessionSuggestions(c.Suggestions)
+		}
+		if v.Mode != "" {
+			perms = append(perms, map[string]any{"type": "setMode", "mode": v.Mode, "destination": "session"})
+		}
+		if perms != nil {
+			resp["updatedPermissions"] = perms
 		}
 	} else {
 		msg := v.Message
@@ -266,4 +314,55 @@ func sessionSuggestions(raw json.RawMessage) []map[string]any {
 		out = append(out, it)
 	}
 	return out
+}
+
+// maxPlanBytes bounds the plan file read for an ExitPlanMode approval.
+const maxPlanBytes = 256 << 10
+
+// planFiles follows a turn's tool calls to know the plan file the model
+// writes in plan mode (claude 2.1.330 tells it to create
+// ~/.claude/plans/<slug>.md and sends ExitPlanMode with an empty input),
+// so the plan can be shown for approval. It is not safe for concurrent
+// use: one turn's reader owns it.
+type planFiles struct {
+	// path is the last plan file a Write or Edit named.
+	path string
+}
+
+// observe notes a tool call that writes a plan file.
+func (p *planFiles) observe(ev Event) {
+	if ev.Kind != EventToolUse || ev.Tool == nil {
+		return
+	}
+	switch ev.Tool.Name {
+	case "Write", "Edit", "MultiEdit":
+	default:
+		return
+	}
+	path := inputString(json.RawMessage(ev.Tool.Input), "file_path")
+	if isPlanFile(path) {
+		p.path = path
+	}
+}
+
+// isPlanFile reports whether path is in a claude plans directory.
+func isPlanFile(path string) bool {
+	return filepath.IsAbs(path) && filepath.Ext(path) == ".md" && filepath.Base(filepath.Dir(path)) == "plans" &&
+		filepath.Base(filepath.Dir(filepath.Dir(path))) == ".claude"
+}
+
+// fill sets an ExitPlanMode approval's Plan from the plan file when its
+// input had none. A file that cannot be read leaves it empty: the user
+// is then asked about a plan they cannot see, and told so.
+func (p *planFiles) fill(a *Approval) {
+	if a == nil || a.Tool != ToolExitPlanMode || a.Plan != "" || p.path == "" {
+		return
+	}
+	f, err := os.Open(p.path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxPlanBytes))
+	a.Plan = strings.ToValidUTF8(string(b), "")
 }
