@@ -179,4 +179,13 @@ type Result struct {
 	// Warm is set when the turn ran on a process kept from an earlier
 	// turn (claude's warm processes) rather than one started for it.
 	Warm bool
+	// ContextTokens is how much of the context window the session fills:
+	// the input tokens (cache reads and writes included) of the turn's
+	// last model call; 0 when the CLI does not say. Usage sums every call
+	// of the turn and cannot tell it.
+	ContextTokens int64
+	// ContextWindow is the model's context window in tokens when the CLI
+	// reports it (claude's modelUsage.contextWindow); 0 otherwise, and
+	// ContextWindowOf knows the usual ones.
+	ContextWindow int64
 }

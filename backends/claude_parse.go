@@ -48,6 +48,11 @@ type ClaudeParser struct {
 	answered bool
 	// model and keySource are what system/init said.
 	model, keySource string
+	// context is the input of the run's latest model call of its own (not
+	// a subagent's), cache included: how full the session's context is;
+	// callModel is the model that call went to.
+	context   int64
+	callModel string
 }
 
 // claudeRetry is what claude's system/api_retry lines said since the model
@@ -96,6 +101,7 @@ type claudeLine struct {
 	APIErrorStatus    json.RawMessage `json:"api_error_status"`
 	APIErrorType      json.RawMessage `json:"api_error_type"`
 	APIError          json.RawMessage `json:"api_error"`
+	ModelUsage        json.RawMessage `json:"modelUsage"`
 
 	// system/init
 	Model        string `json:"model"`
@@ -126,6 +132,7 @@ type claudeMessage struct {
 	ID      string          `json:"id"`
 	Model   string          `json:"model"`
 	Content json.RawMessage `json:"content"` // a string or an array of blocks
+	Usage   json.RawMessage `json:"usage"`
 }
 
 type claudeBlock struct {
@@ -278,6 +285,9 @@ func (p *ClaudeParser) assistant(l *claudeLine, sub bool) {
 	if !l.IsAPIErrorMessage && l.Message.Model != "<synthetic>" {
 		p.retry = claudeRetry{} // the model API answered
 		p.answered = true
+		if !sub {
+			p.noteContext(l.Message)
+		}
 	}
 	blocks := contentBlocks(l.Message.Content)
 	// Text already streamed as deltas is not repeated. API errors show up as
@@ -349,9 +359,49 @@ func (p *ClaudeParser) parseResult(l *claudeLine) {
 			CacheCreationTokens: jsonInt(u.CacheCreationInputTokens),
 		}
 	}
+	res.ContextTokens = p.context
+	res.ContextWindow = contextWindowReported(l.ModelUsage, p.callModel, p.model)
 	p.result = &res
 	p.err = classifyClaudeResult(l, res.Text)
 	p.events = append(p.events, Event{Kind: EventResult, SessionID: res.SessionID, Result: &res, Err: p.err})
+}
+
+// noteContext keeps the context size an assistant line reports: its
+// usage is that of the call's message_start, whose input tokens (plain,
+// cache read and cache written) are everything the model was sent.
+func (p *ClaudeParser) noteContext(m *claudeMessage) {
+	var u claudeUsage
+	if len(m.Usage) == 0 || json.Unmarshal(m.Usage, &u) != nil {
+		return
+	}
+	if n := jsonInt(u.InputTokens) + jsonInt(u.CacheReadInputTokens) + jsonInt(u.CacheCreationInputTokens); n > 0 {
+		p.context, p.callModel = n, m.Model
+	}
+}
+
+// contextWindowReported reads the context window of a result's
+// modelUsage (model name to usage, contextWindow among them): that of
+// the model of the last call, else of the session's model, else the
+// largest (a subagent's smaller model must not shrink it).
+func contextWindowReported(raw json.RawMessage, models ...string) int64 {
+	var usage map[string]struct {
+		ContextWindow json.RawMessage `json:"contextWindow"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &usage) != nil {
+		return 0
+	}
+	for _, m := range models {
+		if u, ok := usage[m]; ok && m != "" {
+			if w := jsonInt(u.ContextWindow); w > 0 {
+				return w
+			}
+		}
+	}
+	var largest int64
+	for _, u := range usage {
+		largest = max(largest, jsonInt(u.ContextWindow))
+	}
+	return largest
 }
 
 // apiRetry reads a system/api_retry line: claude failed to call the model

@@ -116,7 +116,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`result "Hello! I'm Tova, running against the fake API."`,
 			},
 			result: Result{SessionID: sText, Model: "claude-opus-5-5", Text: "Hello! I'm Tova, running against the fake API.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
-				Usage: usage, Turns: 1, Duration: 185 * time.Millisecond},
+				Usage: usage, ContextTokens: 100, ContextWindow: 1_000_000, Turns: 1, Duration: 185 * time.Millisecond},
 		},
 		{
 			file: "resume.jsonl",
@@ -126,7 +126,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`result "Yes, this is the second turn of the same session."`,
 			},
 			result: Result{SessionID: sText, Model: "claude-opus-5-5", Text: "Yes, this is the second turn of the same session.", CostUSD: 0.0012000000000000001, SessionCostUSD: 0.0012000000000000001,
-				Usage: usage, Turns: 1, Duration: 138 * time.Millisecond},
+				Usage: usage, ContextTokens: 100, ContextWindow: 1_000_000, Turns: 1, Duration: 138 * time.Millisecond},
 		},
 		{
 			file: "tool_write.jsonl",
@@ -141,7 +141,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`result "Noted: Ana prefers tea."`,
 			},
 			result: Result{SessionID: sTool, Model: "claude-opus-5-5", Text: "Noted: Ana prefers tea.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
-				Usage: Usage{InputTokens: 300, OutputTokens: 30}, Turns: 3, Duration: 316 * time.Millisecond},
+				Usage: Usage{InputTokens: 300, OutputTokens: 30}, ContextTokens: 100, ContextWindow: 1_000_000, Turns: 3, Duration: 316 * time.Millisecond},
 		},
 		{
 			file: "max_turns.jsonl",
@@ -151,7 +151,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				"tool_result Read toolu_fake_0001 ok",
 				`result "" error max_turns`,
 			},
-			result: Result{SessionID: sMax, Model: "claude-opus-5-5", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001, Usage: usage, Turns: 2, Duration: 215 * time.Millisecond},
+			result: Result{SessionID: sMax, Model: "claude-opus-5-5", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001, Usage: usage, ContextTokens: 100, ContextWindow: 1_000_000, Turns: 2, Duration: 215 * time.Millisecond},
 			kind:   KindMaxTurns,
 			msgHas: "Reached maximum number of turns (1)",
 		},
@@ -163,7 +163,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`result "Hello from a sandbox."`,
 			},
 			result: Result{SessionID: sSandbox, Model: "claude-opus-5-5", Text: "Hello from a sandbox.", CostUSD: 0.0006000000000000001, SessionCostUSD: 0.0006000000000000001,
-				Usage: usage, Turns: 1, Duration: 202 * time.Millisecond},
+				Usage: usage, ContextTokens: 100, ContextWindow: 1_000_000, Turns: 1, Duration: 202 * time.Millisecond},
 		},
 		{
 			// is_error with subtype "success"; the API error text shows up
@@ -210,7 +210,7 @@ func TestClaudeParseGolden(t *testing.T) {
 				`result "I could not write the file."`,
 			},
 			result: Result{SessionID: sDenied, Model: "claude-opus-5-5", Text: "I could not write the file.", CostUSD: 0.0018000000000000002, SessionCostUSD: 0.0018000000000000002,
-				Usage: Usage{InputTokens: 300, OutputTokens: 30}, Turns: 3, Duration: 282 * time.Millisecond,
+				Usage: Usage{InputTokens: 300, OutputTokens: 30}, ContextTokens: 100, ContextWindow: 1_000_000, Turns: 3, Duration: 282 * time.Millisecond,
 				PermissionDenials: []string{"Write", "Bash"}},
 		},
 		// Default retries (CLAUDE_CODE_MAX_RETRIES unset): claude retries a

@@ -273,7 +273,14 @@ type Receipt struct {
 	// CostUSD is what the turn cost; negative when unknown.
 	CostUSD  float64
 	Estimate bool
+	// ContextPercent is how full the session's context is, in percent of
+	// the model's window; 0 when unknown.
+	ContextPercent int
 }
+
+// ContextWarnAt is the context fullness, in percent, from which the
+// receipt suggests /compact.
+const ContextWarnAt = 80
 
 // String is the receipt's one line.
 func (r Receipt) String() string {
@@ -297,6 +304,12 @@ func (r Receipt) String() string {
 		s += " · " + Dollars(r.CostUSD)
 		if r.Estimate {
 			s += " (estimate)"
+		}
+	}
+	if r.ContextPercent > 0 {
+		s += fmt.Sprintf(" · context %d%%", r.ContextPercent)
+		if r.ContextPercent >= ContextWarnAt {
+			s += " — /compact to summarise"
 		}
 	}
 	return s
