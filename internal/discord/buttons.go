@@ -57,7 +57,7 @@ type Press struct {
 	// member.permissions); always false in a DM.
 	ManageGuild bool
 	// Roles are the ids of the presser's roles in the guild (the
-	// interaction's member.roles); nil in a DM.
+	// interaction's member.roles); nil for none and in a DM.
 	Roles []string
 	// Values are the options chosen in a select menu; nil for a button
 	// or a modal.
@@ -387,8 +387,11 @@ func (b *Bot) routePress(ev *interactionCreate, id string, fill func(*Press)) {
 	}()
 }
 
-// roleIDs are role ids as strings.
+// roleIDs are role ids as strings; nil for none.
 func roleIDs(ids []discord.RoleID) []string {
+	if len(ids) == 0 {
+		return nil
+	}
 	out := make([]string, len(ids))
 	for i, id := range ids {
 		out[i] = id.String()

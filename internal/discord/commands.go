@@ -26,7 +26,7 @@ type Command struct {
 	// ManageGuild is whether the user may manage the server.
 	ManageGuild bool
 	// Roles are the ids of the user's roles in the guild (the
-	// interaction's member.roles); nil in a DM.
+	// interaction's member.roles); nil for none and in a DM.
 	Roles []string
 }
 
