@@ -234,3 +234,33 @@ func contextTimeout(t *testing.T) <-chan struct{} {
 	t.Cleanup(cancel)
 	return ctx.Done()
 }
+
+func TestCommandModalSubmissionPostsUpdate(t *testing.T) {
+	tb := startBot(t, Options{})
+	tb.HandleCommand(api.CreateCommandData{Name: "ask", Description: "d"}, func(context.Context, Command) CommandAnswer {
+		return CommandAnswer{Modal: &Modal{ID: "ask:1", Title: "Ask", Fields: []TextField{{ID: "q", Label: "Question", Required: true}}}}
+	})
+	var got presses
+	tb.HandleButtons("ask:", got.handler(func(p Press) PressAnswer {
+		text := "Asked: " + p.Fields["q"]
+		return PressAnswer{Update: &text}
+	}))
+	cmd := tb.fd.Interact(tb.channel, tb.user, "ask", nil)
+	tb.answered(cmd)
+	if _, ok := tb.fd.ModalOpened(cmd); !ok {
+		t.Fatalf("the command opened no modal; callbacks %v", tb.fd.Callbacks(cmd))
+	}
+	sub, err := tb.fd.SubmitModal(tb.user, "ask:1", map[string]string{"q": "Why?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.answered(sub)
+	// A modal opened by a command has no message to update: the update
+	// is posted for everyone.
+	if a := tb.answer(sub); a.Content != "Asked: Why?" || a.Ephemeral {
+		t.Errorf("answer %q (ephemeral %v), want the update posted", a.Content, a.Ephemeral)
+	}
+	if p := got.all(); len(p) != 1 || p[0].MessageID != "" {
+		t.Errorf("submissions %+v, want one without a message", p)
+	}
+}
