@@ -3,7 +3,6 @@ package discord
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,7 +242,7 @@ func (b *Bot) onApprovalPress(ctx context.Context, p Press) PressAnswer {
 		b.approvals.mu.Unlock()
 		return PressAnswer{Notice: approvalGone}
 	}
-	if p.UserID != pa.e.UserID && !slices.Contains(b.opts.Approvers, p.UserID) {
+	if p.UserID != pa.e.UserID && !b.isApprover(p.UserID, p.Roles) {
 		b.approvals.mu.Unlock()
 		b.log.Info().Uint64("event", pa.e.ID).Str("user", p.UserID).Msg("approval press refused: not the prompt's author or an approver")
 		return PressAnswer{Notice: notYourApproval}

@@ -148,6 +148,18 @@ type Options struct {
 	// Approvers may answer any tool approval (APPROVER_IDS); a prompt's
 	// author may always answer their own.
 	Approvers []string
+	// ApproverRoles are roles whose members may answer as Approvers may
+	// (APPROVER_ROLE_IDS); a direct message carries no roles.
+	ApproverRoles []string
+	// UserSessions gives each person their own session in a shared
+	// channel (SESSION_SCOPE=user): a prompt's event carries a session key
+	// of its channel and author. The lane stays the channel's, so turns
+	// keep their order; settings stay the channel's.
+	UserSessions bool
+	// NotifyAfter: the answer of a turn that ran longer than this mentions
+	// its author in its first message, pinging them and nobody else
+	// (NOTIFY_AFTER). Zero never does.
+	NotifyAfter time.Duration
 	// FastReconnect drops arikawa's identify throttle and shortens its
 	// reconnect delay; only for tests against a local fake.
 	FastReconnect bool

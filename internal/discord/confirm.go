@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,7 +171,7 @@ func (b *Bot) pressConfirm(ctx context.Context, pr Press) PressAnswer {
 		b.log.Info().Str("channel", pr.ChannelID).Str("user", pr.UserID).Msg("press on a confirmation that is not open on that message: nothing done")
 		return PressAnswer{Notice: confirmGone}
 	}
-	if pr.UserID != p.turn.UserID && !slices.Contains(b.opts.Approvers, pr.UserID) {
+	if pr.UserID != p.turn.UserID && !b.isApprover(pr.UserID, pr.Roles) {
 		b.confirms.mu.Unlock()
 		return PressAnswer{Notice: "Only the person who asked the agent, or an approver, can answer this."}
 	}

@@ -168,7 +168,7 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		return
 	}
 	log := b.log.With().Str("channel", m.ChannelID.String()).Str("message", m.ID.String()).Logger()
-	if !b.allowed(m.Author.ID, m.ChannelID, m.GuildID) {
+	if !b.allowed(m.Author.ID, m.ChannelID, m.GuildID, memberRoles(member)...) {
 		log.Info().Str("user", m.Author.ID.String()).Msg("prompt refused by the allowlists")
 		return
 	}
@@ -198,6 +198,7 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	} else if missing != "" {
 		b.missingThreadPermission(m.ChannelID, m.ID, missing)
 	}
+	b.scopeSession(&e)
 	if b.stopping.Load() {
 		b.keep(e, log)
 		return
@@ -378,7 +379,8 @@ func (b *Bot) notice(channel discord.ChannelID, message discord.MessageID, text 
 }
 
 // allowed applies the allowlists, looking up a thread's parent channel.
-func (b *Bot) allowed(user discord.UserID, channel discord.ChannelID, guild discord.GuildID) bool {
+// roles are the user's roles in the guild (none in a direct message).
+func (b *Bot) allowed(user discord.UserID, channel discord.ChannelID, guild discord.GuildID, roles ...string) bool {
 	if !b.opts.Access.Restricted() {
 		return true
 	}
@@ -392,7 +394,7 @@ func (b *Bot) allowed(user discord.UserID, channel discord.ChannelID, guild disc
 	if guild.IsValid() {
 		g = guild.String()
 	}
-	return b.opts.Access.Allows(user.String(), channel.String(), parent, g)
+	return b.opts.Access.Allows(user.String(), channel.String(), parent, g, roles...)
 }
 
 func isThread(t discord.ChannelType) bool {
@@ -636,7 +638,7 @@ func (b *Bot) onInteraction(iev *interactionCreate) {
 		return
 	}
 	log := b.log.With().Str("channel", ev.ChannelID.String()).Str("command", cmd.Name).Logger()
-	if !b.allowed(user.ID, ev.ChannelID, ev.GuildID) {
+	if !b.allowed(user.ID, ev.ChannelID, ev.GuildID, memberRoles(ev.Member)...) {
 		log.Info().Str("user", user.ID.String()).Msg("slash command refused by the allowlists")
 		go b.respond(ev, notAllowed, true)
 		return
@@ -656,16 +658,23 @@ func (b *Bot) onInteraction(iev *interactionCreate) {
 }
 
 func (b *Bot) reset(ev *gateway.InteractionCreateEvent) {
-	removed, err := b.sessions.Delete(ev.ChannelID.String())
+	key, done, nothing := ev.ChannelID.String(), resetNotice, resetNothing
+	if u := ev.Sender(); u != nil && ev.GuildID.IsValid() {
+		// With sessions per user, each resets their own.
+		if own := b.SessionKeyOf(key, ev.GuildID.String(), u.ID.String()); own != key {
+			key, done, nothing = own, resetOwnNotice, resetOwnNothing
+		}
+	}
+	removed, err := b.sessions.Delete(key)
 	switch {
 	case err != nil:
 		b.log.Error().Err(err).Str("channel", ev.ChannelID.String()).Msg("session reset failed")
 		b.respond(ev, resetFailed, true)
 	case removed:
-		b.log.Info().Str("channel", ev.ChannelID.String()).Msg("session reset")
-		b.respond(ev, resetNotice, false)
+		b.log.Info().Str("channel", ev.ChannelID.String()).Bool("own", key != ev.ChannelID.String()).Msg("session reset")
+		b.respond(ev, done, false)
 	default:
-		b.respond(ev, resetNothing, false)
+		b.respond(ev, nothing, false)
 	}
 }
 
@@ -705,6 +714,7 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	if ev.GuildID.IsValid() {
 		e.GuildID = ev.GuildID.String()
 	}
+	b.scopeSession(&e)
 	if b.opts.Elsewhere != nil {
 		// Whichever process runs the turn answers the command.
 		e.Interaction = &queue.Interaction{App: ev.AppID.String(), Token: ev.Token, Expires: in.expires}

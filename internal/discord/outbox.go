@@ -206,6 +206,12 @@ func (b *Bot) ReplyWithFiles(_ context.Context, e queue.Event, text string, atta
 	if err != nil {
 		return fmt.Errorf("reply to event %d: invalid channel id %q", e.ID, e.ChannelID)
 	}
+	mention := b.doneMention(e)
+	if mention.IsValid() {
+		// Recorded with the mention: a restart that finishes the reply
+		// splits it the same way (though its resent part pings nobody).
+		text = mentioning(mention, text)
+	}
 	parts := withFiles(planReply(text, b.opts.MaxReplyMessages, b.opts.UploadLimit), attached)
 	if len(parts) == 0 {
 		return nil
@@ -219,7 +225,7 @@ func (b *Bot) ReplyWithFiles(_ context.Context, e queue.Event, text string, atta
 		log.Handed(e.ID)
 		record = func() error { return log.Replied(e.ID, text, paths) }
 	}
-	err = b.handRecorded(e, discord.ChannelID(channel), text, parts, record)
+	err = b.handRecorded(e, discord.ChannelID(channel), text, parts, record, mention)
 	if err != nil && record != nil {
 		// Not kept (a long Discord outage): recorded now, so that a
 		// restart delivers it.
@@ -286,9 +292,9 @@ func (b *Bot) hand(e queue.Event, channel discord.ChannelID, text string, parts 
 }
 
 // handRecorded hands a new reply to the outbox, which runs record before
-// posting it.
-func (b *Bot) handRecorded(e queue.Event, channel discord.ChannelID, text string, parts []part, record func() error) error {
-	return b.handDelivery(e, &delivery{event: e.ID, channel: channel, parts: parts, length: len(text), record: record})
+// posting it; its first message pings mention when that is nonzero.
+func (b *Bot) handRecorded(e queue.Event, channel discord.ChannelID, text string, parts []part, record func() error, mention discord.UserID) error {
+	return b.handDelivery(e, &delivery{event: e.ID, channel: channel, parts: parts, length: len(text), record: record, mention: mention})
 }
 
 func (b *Bot) handDelivery(e queue.Event, d *delivery) error {
@@ -331,6 +337,9 @@ type delivery struct {
 	channel discord.ChannelID
 	// ref is the prompt the first message answers; zero for none.
 	ref discord.MessageID
+	// mention is the author the first message pings (doneMention); zero
+	// for none.
+	mention discord.UserID
 	// in is the slash command the reply answers; nil once the reply goes
 	// to the channel instead.
 	in *interaction
@@ -641,10 +650,11 @@ func (b *Bot) attempt(ctx context.Context, d *delivery, log zerolog.Logger) erro
 	}
 	for d.next < len(d.parts) {
 		var ref discord.MessageID
+		var mention discord.UserID
 		if d.next == 0 {
-			ref = d.ref
+			ref, mention = d.ref, d.mention
 		}
-		id, err := b.post(ctx, d.channel, ref, d.parts[d.next], b.nonce(d.event, d.next))
+		id, err := b.postMentioning(ctx, d.channel, ref, d.parts[d.next], b.nonce(d.event, d.next), mention)
 		if err != nil {
 			return fmt.Errorf("message %d of %d: %w", d.next+1, len(d.parts), err)
 		}
@@ -671,7 +681,11 @@ func (b *Bot) answer(ctx context.Context, d *delivery, log zerolog.Logger) error
 			d.in = nil
 			return nil
 		}
-		id, err := b.webhookSend(ctx, in, d.next == 0 && !in.cardOwned.Load(), d.parts[d.next])
+		var mention discord.UserID
+		if d.next == 0 {
+			mention = d.mention
+		}
+		id, err := b.webhookSendMentioning(ctx, in, d.next == 0 && !in.cardOwned.Load(), d.parts[d.next], mention)
 		if err != nil {
 			if _, ok := b.retryDelay(err, 1); ok {
 				return fmt.Errorf("slash command answer %d of %d: %w", d.next+1, len(d.parts), err)
@@ -717,12 +731,18 @@ func (b *Bot) takeInteraction(key string) *interaction {
 // post sends one message in a channel with an enforced nonce and no pings,
 // its file (if any) uploaded with it, and returns the message's id.
 func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string) (discord.MessageID, error) {
+	return b.postMentioning(ctx, channel, ref, p, nonce, 0)
+}
+
+// postMentioning is post that pings mention too, when nonzero (a done
+// notification).
+func (b *Bot) postMentioning(ctx context.Context, channel discord.ChannelID, ref discord.MessageID, p part, nonce string, mention discord.UserID) (discord.MessageID, error) {
 	p = b.loaded(p)
 	body := messageCreate{
 		Content:         p.content,
 		Nonce:           nonce,
 		EnforceNonce:    true,
-		AllowedMentions: noPings(ref.IsValid()),
+		AllowedMentions: replyMentions(ref.IsValid(), mention),
 		Attachments:     attachments(p.files),
 	}
 	if ref.IsValid() {
@@ -740,8 +760,14 @@ func (b *Bot) post(ctx context.Context, channel discord.ChannelID, ref discord.M
 // webhookSend edits an interaction's original response (original) or
 // posts a follow-up, with no pings, and returns the message's id.
 func (b *Bot) webhookSend(ctx context.Context, in *interaction, original bool, p part) (discord.MessageID, error) {
+	return b.webhookSendMentioning(ctx, in, original, p, 0)
+}
+
+// webhookSendMentioning is webhookSend that pings mention too, when
+// nonzero (a done notification).
+func (b *Bot) webhookSendMentioning(ctx context.Context, in *interaction, original bool, p part, mention discord.UserID) (discord.MessageID, error) {
 	p = b.loaded(p)
-	body := webhookMessage{Content: p.content, AllowedMentions: noPings(false), Attachments: attachments(p.files)}
+	body := webhookMessage{Content: p.content, AllowedMentions: replyMentions(false, mention), Attachments: attachments(p.files)}
 	opts, err := withBody(body, p.files)
 	if err != nil {
 		return 0, err

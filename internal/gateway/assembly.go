@@ -165,6 +165,10 @@ func (g *assembly) openStores(ctx context.Context) error {
 func (g *assembly) buildDiscord(context.Context) error {
 	cfg, log := g.cfg, g.log
 	g.dopts = discordOptions(cfg, g.opts.Discord, g.in, g.durable)
+	g.dopts.Access = g.dopts.Access.WithRoles(cfg.AllowedRoleIDs)
+	g.dopts.ApproverRoles = cfg.ApproverRoleIDs
+	g.dopts.UserSessions = cfg.SessionScope == config.SessionScopeUser
+	g.dopts.NotifyAfter = cfg.NotifyAfter
 	if g.node != nil {
 		// A waiting prompt's turn runs wherever the stream hands it:
 		// neither steered into a turn here nor sent now.
@@ -285,7 +289,9 @@ func (g *assembly) buildCore(context.Context) error {
 			if g.opts.Worker {
 				g.gate.Bring(ctx, func() []string { return g.shared.syncPersona(ctx, cfg.ConfigDir, log) })
 			}
-			return bot.PrepareThread(ctx, e)
+			// A prompt that moved to its thread continues the session
+			// of its place there (SESSION_SCOPE=user: its author's own).
+			return bot.ScopeSession(bot.PrepareThread(ctx, e))
 		},
 		OnStart: func(e queue.Event) {
 			mon.Started(e)

@@ -513,16 +513,22 @@ func (c *controls) budgetPress(_ context.Context, p discord.Press) discord.Press
 func (c *controls) approver(p discord.Press) bool { return isApprover(c.cfg, p) }
 
 // isApprover reports whether the presser is one of the gateway's
-// approvers: APPROVER_IDS, else ALLOWED_USER_IDS, else members who can
-// manage the server.
+// approvers: APPROVER_IDS or a member of APPROVER_ROLE_IDS; without
+// either, ALLOWED_USER_IDS or a member of ALLOWED_ROLE_IDS; without any,
+// members who can manage the server.
 func isApprover(cfg *config.Config, p discord.Press) bool {
 	switch {
-	case len(cfg.ApproverIDs) > 0:
-		return slices.Contains(cfg.ApproverIDs, p.UserID)
-	case len(cfg.AllowedUserIDs) > 0:
-		return slices.Contains(cfg.AllowedUserIDs, p.UserID)
+	case len(cfg.ApproverIDs) > 0 || len(cfg.ApproverRoleIDs) > 0:
+		return slices.Contains(cfg.ApproverIDs, p.UserID) || holdsAny(p.Roles, cfg.ApproverRoleIDs)
+	case len(cfg.AllowedUserIDs) > 0 || len(cfg.AllowedRoleIDs) > 0:
+		return slices.Contains(cfg.AllowedUserIDs, p.UserID) || holdsAny(p.Roles, cfg.AllowedRoleIDs)
 	}
 	return p.ManageGuild
+}
+
+// holdsAny reports whether any of a member's roles is listed.
+func holdsAny(roles, listed []string) bool {
+	return slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(listed, r) })
 }
 
 func randomToken() string {
