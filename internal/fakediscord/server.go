@@ -2,18 +2,19 @@
 // WebSocket (HELLO, IDENTIFY, READY, dispatches, heartbeats, RESUME with
 // replay, invalid sessions) and the REST v9 endpoints the gateway uses
 // (messages with nonces, file uploads and buttons, message edits, typing,
-// reactions, slash commands, button presses, interaction callbacks
-// including UPDATE_MESSAGE, interaction webhooks, history), and those of
+// reactions, slash commands, button presses, string select menus and
+// modals (components.go), interaction callbacks including UPDATE_MESSAGE
+// and MODAL, interaction webhooks, history), and those of
 // the Discord actions (guild.go: channels, threads, pins, polls, members,
 // roles, scheduled events, moderation, the bot's nickname). The real
 // arikawa client connects to it.
 //
-// Tests drive it like users would (Post, Interact, Press,
-// StartThreadAsUser), break it like Discord does (Fail with 429/5xx,
-// Disconnect, Offline, DenyBot), and inspect what the bot did (Requests,
-// Frames, Messages, Message, Answers, Callbacks, and for the actions Pins,
-// Polls, AuditLog, Events, Threads, Nick). A Server is safe for concurrent
-// use.
+// Tests drive it like users would (Post, Interact, Press, ChooseOptions,
+// SubmitModal, StartThreadAsUser; SetRoles gives a member roles), break
+// it like Discord does (Fail with 429/5xx, Disconnect, Offline, DenyBot),
+// and inspect what the bot did (Requests, Frames, Messages, Message,
+// Answers, Callbacks, ModalOpened, and for the actions Pins, Polls,
+// AuditLog, Events, Threads, Nick). A Server is safe for concurrent use.
 //
 // # Threads
 //
