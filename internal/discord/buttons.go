@@ -77,7 +77,9 @@ type Press struct {
 // by a slash command, which has no message, Update is posted as a new
 // message); otherwise Notice is sent as an ephemeral reply that only the
 // presser sees (callback type 4 with flags 64). The zero PressAnswer
-// acknowledges the press and changes nothing (callback type 6).
+// acknowledges the press and changes nothing (callback type 6); for the
+// submission of a modal opened by a slash command it shows "Done." to the
+// submitter.
 type PressAnswer struct {
 	Modal  *Modal
 	Update *string
@@ -426,16 +428,20 @@ func (b *Bot) answerPress(ev *interactionCreate, a PressAnswer, log zerolog.Logg
 			a = PressAnswer{Notice: unopenedModal}
 		}
 	}
+	noMessage := submitted && ev.Message == nil
+	if noMessage && a.Modal == nil && a.Update == nil && a.Notice == "" {
+		// Only a component's interaction may be acknowledged silently.
+		a.Notice = "Done."
+	}
 	switch {
 	case a.Modal != nil:
-	case a.Update != nil && submitted && ev.Message == nil:
-		// A modal opened by a slash command has no message to update.
-		resp = api.InteractionResponse{Type: api.MessageInteractionWithSource, Data: &api.InteractionResponseData{
-			Content:         option.NewNullableString(*a.Update),
-			AllowedMentions: quiet,
-		}}
 	case a.Update != nil:
 		resp = updateResponse(a, log)
+		if noMessage {
+			// A modal opened by a slash command has no message to
+			// update: the update is posted instead.
+			resp.Type = api.MessageInteractionWithSource
+		}
 	case a.Notice != "":
 		resp = api.InteractionResponse{Type: api.MessageInteractionWithSource, Data: &api.InteractionResponseData{
 			Content:         option.NewNullableString(a.Notice),

@@ -242,6 +242,9 @@ func TestCommandModalSubmissionPostsUpdate(t *testing.T) {
 	})
 	var got presses
 	tb.HandleButtons("ask:", got.handler(func(p Press) PressAnswer {
+		if p.Fields["q"] == "nothing" {
+			return PressAnswer{}
+		}
 		text := "Asked: " + p.Fields["q"]
 		return PressAnswer{Update: &text}
 	}))
@@ -262,5 +265,18 @@ func TestCommandModalSubmissionPostsUpdate(t *testing.T) {
 	}
 	if p := got.all(); len(p) != 1 || p[0].MessageID != "" {
 		t.Errorf("submissions %+v, want one without a message", p)
+	}
+
+	// Nothing to show is shown to the submitter as done: a submission
+	// without a message cannot be acknowledged silently.
+	cmd = tb.fd.Interact(tb.channel, tb.user, "ask", nil)
+	tb.answered(cmd)
+	sub, err = tb.fd.SubmitModal(tb.user, "ask:1", map[string]string{"q": "nothing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.answered(sub)
+	if a := tb.answer(sub); a.Content != "Done." || !a.Ephemeral {
+		t.Errorf("answer %q (ephemeral %v), want an ephemeral Done.", a.Content, a.Ephemeral)
 	}
 }
