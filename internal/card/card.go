@@ -72,6 +72,9 @@ type State struct {
 	// Header, if set, replaces the first line (a receipt over what the
 	// stopped turn had shown).
 	Header string
+	// Heard is a voice prompt's transcript, quoted under the first line
+	// so the user sees what was heard.
+	Heard string
 }
 
 // Render returns the card's content.
@@ -79,6 +82,9 @@ func Render(s State) string {
 	var b strings.Builder
 	b.WriteString(header(s))
 	b.WriteByte('\n')
+	if s.Heard != "" {
+		b.WriteString(heardLine(s.Heard, maxHeard) + "\n")
+	}
 	start := max(0, len(s.Tools)-MaxTools)
 	if start > 0 {
 		fmt.Fprintf(&b, "-# %d earlier tool calls\n", start)
@@ -321,4 +327,32 @@ func Dollars(v float64) string {
 		return fmt.Sprintf("$%.4f", v)
 	}
 	return fmt.Sprintf("$%.2f", v)
+}
+
+// maxHeard bounds the quoted transcript of a voice prompt, in characters.
+const maxHeard = 300
+
+// heardLine quotes a voice prompt's transcript on one line of at most n
+// characters of it, mentions defused.
+func heardLine(heard string, n int) string {
+	return "> 🎙️ " + oneLine(heard, n)
+}
+
+// WithHeard puts the quote of a voice prompt's transcript under the first
+// line of a card's text (a receipt), cut to keep the text within Limit;
+// text is returned as it is when heard is empty or there is no room.
+func WithHeard(text, heard string) string {
+	if heard == "" {
+		return text
+	}
+	room := Limit - utf8.RuneCountInString(text) - utf8.RuneCountInString(heardLine("", 0)) - 1
+	if room < 20 {
+		return text
+	}
+	line := heardLine(heard, min(room, maxHeard))
+	first, rest, found := strings.Cut(text, "\n")
+	if !found {
+		return first + "\n" + line
+	}
+	return first + "\n" + line + "\n" + rest
 }

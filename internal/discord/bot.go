@@ -173,6 +173,8 @@ type Options struct {
 	// passed on there, and a waiting prompt's ⏳ is left for the process
 	// that runs it to remove.
 	Elsewhere Elsewhere
+	// Voice turns voice messages into prompts (TRANSCRIBE_URL).
+	Voice VoiceOptions
 }
 
 // Intake is where accepted prompts go, and what /claude-stop stops.
@@ -319,6 +321,8 @@ type Bot struct {
 	out      outbox
 	buttons  buttons
 	commands commands
+	// voice keeps the transcripts of voice prompts for their cards.
+	voice voiceState
 	// turns are the running events' cards, by event id (guarded by mu).
 	turns map[uint64]*turn
 	// adopted are the slash commands another process received that this

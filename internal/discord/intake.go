@@ -172,6 +172,9 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		log.Info().Str("user", m.Author.ID.String()).Msg("prompt refused by the allowlists")
 		return
 	}
+	if b.voiceMessage(m, member, log) {
+		return
+	}
 	prompt := Prompt(m.Content, botID.String(), b.names(m))
 	files := queueAttachments(m.Attachments)
 	if prompt == "" && len(files) == 0 {

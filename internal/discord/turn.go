@@ -100,6 +100,7 @@ func (b *Bot) beginTurn(e queue.Event) *turn {
 	if b.opts.CardWarning != nil {
 		t.state.Warning = b.opts.CardWarning(e)
 	}
+	t.quoteHeard()
 	go t.run()
 	return t
 }
@@ -469,6 +470,7 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 		}
 		text = r.String()
 	}
+	text = card.WithHeard(text, st.Heard)
 	if b.opts.TurnCard == "delete" && !out.Stopped {
 		b.afterReply(e.ID, func() { t.remove(id, onAnswer) })
 		return

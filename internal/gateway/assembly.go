@@ -30,6 +30,7 @@ import (
 	"github.com/agentgateway/gateway/internal/schedule"
 	"github.com/agentgateway/gateway/internal/session"
 	"github.com/agentgateway/gateway/internal/threads"
+	"github.com/agentgateway/gateway/internal/transcribe"
 )
 
 // assembly is one gateway process being put together: `gateway run` or,
@@ -187,6 +188,13 @@ func (g *assembly) buildDiscord(context.Context) error {
 	g.ctl.threads = g.threads
 	g.dopts.CardWarning = g.ctl.warning
 	g.dopts.Files = g.guard
+	// Voice messages: the recording is fetched under the attachments'
+	// rules, then sent to TRANSCRIBE_URL; the key stays in this process.
+	g.dopts.Voice.MaxDuration = cfg.VoiceMaxDuration
+	g.dopts.Voice.Fetcher = files.NewFetcher(cfg.DiscordAPIBaseURL, int64(cfg.MaxAttachmentMB)<<20, int64(cfg.MaxAttachmentMB)<<20)
+	if cfg.TranscribeURL != "" {
+		g.dopts.Voice.Transcriber = transcribe.New(cfg.TranscribeURL, cfg.TranscribeAPIKey, cfg.TranscribeModel)
+	}
 	g.dopts.Threads = threadOptions(cfg, g.threads, func() *session.Store {
 		if g.core == nil {
 			return nil
