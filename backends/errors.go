@@ -3,6 +3,7 @@ package backends
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrorKind classifies a failed turn in words a user can act on.
@@ -52,6 +53,12 @@ type Error struct {
 	// thinking included): a timeout after output is a long task, a
 	// timeout without any is a model API that never answered.
 	ModelOutput bool
+	// ResetAt is when a usage or rate limit that refused the turn ends,
+	// when the CLI said (Kind is KindRateLimit); zero when it did not.
+	ResetAt time.Time
+	// LimitWindow names the limit claude reported ("five_hour",
+	// "seven_day", ...); empty when it did not say.
+	LimitWindow string
 }
 
 func (e *Error) Error() string {
@@ -76,7 +83,18 @@ func (e *Error) Is(target error) bool {
 	if !errors.As(target, &t) {
 		return false
 	}
-	return t.Message == "" && t.Status == 0 && t.Err == nil && !t.ModelOutput && t.Kind == e.Kind
+	return t.Message == "" && t.Status == 0 && t.Err == nil && !t.ModelOutput && t.ResetAt.IsZero() && t.Kind == e.Kind
+}
+
+// ResetOf returns when the usage or rate limit that failed err ends, and
+// false when err is not such a limit or the CLI gave no time: only then
+// is waiting for it and running the prompt again worth it.
+func ResetOf(err error) (time.Time, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindRateLimit || e.ResetAt.IsZero() {
+		return time.Time{}, false
+	}
+	return e.ResetAt, true
 }
 
 // KindOf returns the kind of a backend error, or KindExecution for others.
