@@ -188,4 +188,8 @@ type Result struct {
 	// reports it (claude's modelUsage.contextWindow); 0 otherwise, and
 	// ContextWindowOf knows the usual ones.
 	ContextWindow int64
+	// Compacted is set when the CLI summarised the session's context
+	// during the turn (claude's compact_boundary: /compact, or its own
+	// automatic compaction); ContextTokens is then what is left.
+	Compacted bool
 }

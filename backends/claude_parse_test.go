@@ -302,6 +302,8 @@ func TestClaudeParseGoldenFilesCovered(t *testing.T) {
 		"stale_session.jsonl": true, "root_bypass.jsonl": true, "default_denied.jsonl": true,
 		"auth_retry.jsonl": true, "auth_retry_partial.jsonl": true, "unreachable.jsonl": true, "unreachable_partial.jsonl": true,
 		"interrupted.jsonl": true,
+		// Several turns of one process each: TestClaudeCompactRecordings.
+		"compact_warm.jsonl": true, "compact_resume.jsonl": true, "compact_print.jsonl": true,
 	}
 	for _, f := range files {
 		if !covered[filepath.Base(f)] {

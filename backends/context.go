@@ -1,6 +1,11 @@
 package backends
 
-import "strings"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // contextWindows are the context windows of model families, in tokens, by
 // a prefix of the model's name (lower case), longest prefix first where
@@ -51,4 +56,40 @@ func ContextPercent(r Result) (percent int, ok bool) {
 	}
 	percent = int((r.ContextTokens*100 + window/2) / window)
 	return max(percent, 1), true
+}
+
+// ErrNotCompacted is the error of a Compact that ran but left the context
+// as it was; the wrapped text is the CLI's reason ("Not enough messages to
+// compact.").
+var ErrNotCompacted = errors.New("the session was not compacted")
+
+// compactCommand is what claude takes, as a user turn, for "summarise the
+// conversation so far and go on from the summary".
+const compactCommand = "/compact"
+
+// Compact asks claude to summarise the session req.SessionID: "/compact"
+// as the turn's prompt, on the conversation's kept process when req fits
+// it (req.Key and the same settings as the conversation's turns), else on
+// a new one resuming the session. claude calls the model with its
+// summarising prompt and reports a compact_boundary (the Result is
+// Compacted, ContextTokens is what is left); the session id stays the same
+// (claude 2.1.330), but the caller binds whatever Result.SessionID says.
+// The turn costs a model call, in the session's cost total.
+func (c *Claude) Compact(ctx context.Context, req Request) (Result, error) {
+	if req.SessionID == "" {
+		return Result{}, fmt.Errorf("%w: no session to compact", ErrNotCompacted)
+	}
+	req.Prompt, req.Images = compactCommand, nil
+	res, err := c.Run(ctx, req, nil)
+	if err != nil {
+		return res, err
+	}
+	if !res.Compacted {
+		reason := strings.TrimSpace(res.Text)
+		if reason == "" {
+			reason = "claude reported no compaction"
+		}
+		return res, fmt.Errorf("%w: %s", ErrNotCompacted, reason)
+	}
+	return res, nil
 }
