@@ -3,6 +3,7 @@ package gateway
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,4 +208,61 @@ func startScriptGateway(t *testing.T, backend backends.Backend, o harnessOptions
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// With THREADS=auto and SESSION_SCOPE=user a prompt's thread holds its
+// author's session, and another person writing in the thread has their
+// own there. A /claude prompt, whose thread opens only when its turn
+// comes, binds its session in that thread too.
+func TestUserSessionScopeInThreads(t *testing.T) {
+	h := threadHarness(t, map[string]string{config.EnvSessionScope: config.SessionScopeUser})
+	bob := h.fd.User("bob")
+	alice := h.user
+	requests := func(n int) []backends.Request {
+		h.backendCalls(n)
+		return h.backend.Requests()
+	}
+
+	first := h.mention(h.channel, "Fix the login bug")
+	th := h.waitThread(first)
+	h.waitReplies(th.ID, 1)
+	aliceKey := gwdiscord.UserSessionKey(th.ID.String(), alice.ID.String())
+	aliceSession, _ := h.sessions().Get(aliceKey)
+	if aliceSession.SessionID == "" {
+		t.Fatalf("no session of alice's in the thread (key %s)", aliceKey)
+	}
+
+	h.fd.Post(th.ID, bob, "bob chimes in")
+	h.waitReplies(th.ID, 2)
+	h.fd.Post(th.ID, alice, "and add a test")
+	h.waitReplies(th.ID, 3)
+	reqs := requests(3)
+	if got := reqs[1].SessionID; got != "" {
+		t.Errorf("bob's first prompt in the thread resumed %q, want a session of his own", got)
+	}
+	if got := reqs[2].SessionID; got != aliceSession.SessionID {
+		t.Errorf("alice's second prompt resumed %q, want her session %q", got, aliceSession.SessionID)
+	}
+
+	id := h.fd.Interact(h.channel, alice, "claude", map[string]string{"prompt": "Plan the release"})
+	var th2 discord.ChannelID
+	h.fd.Wait(t, "the /claude prompt's thread", waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == id && a.Original {
+				th2 = discord.ChannelID(a.ID)
+			}
+		}
+		opened := slices.ContainsFunc(h.fd.Threads(h.channel), func(c discord.Channel) bool { return c.ID == th2 })
+		return opened && len(h.fd.BotMessages(th2)) == 1
+	})
+	slashKey := gwdiscord.UserSessionKey(th2.String(), alice.ID.String())
+	slashSession, ok := h.sessions().Get(slashKey)
+	if !ok {
+		t.Fatalf("the /claude prompt's session is not alice's in its thread (key %s)", slashKey)
+	}
+	h.fd.Post(th2, alice, "with notes")
+	h.waitReplies(th2, 2)
+	if got := requests(5)[4].SessionID; got != slashSession.SessionID {
+		t.Errorf("alice's follow-up in the /claude thread resumed %q, want %q", got, slashSession.SessionID)
+	}
 }
