@@ -48,6 +48,9 @@ type ClaudeParser struct {
 	answered bool
 	// model and keySource are what system/init said.
 	model, keySource string
+	// limit is the usage limit a rate_limit_event or an API error line
+	// said refuses the login's requests, if one did.
+	limit claudeLimit
 	// context is the input of the run's latest model call of its own (not
 	// a subagent's), cache included: how full the session's context is;
 	// callModel is the model that call went to.
@@ -101,7 +104,11 @@ type claudeLine struct {
 	APIErrorStatus    json.RawMessage `json:"api_error_status"`
 	APIErrorType      json.RawMessage `json:"api_error_type"`
 	APIError          json.RawMessage `json:"api_error"`
-	ModelUsage        json.RawMessage `json:"modelUsage"`
+	APIErrorParams    json.RawMessage `json:"api_error_params"`
+
+	// rate_limit_event
+	RateLimitInfo json.RawMessage `json:"rate_limit_info"`
+	ModelUsage    json.RawMessage `json:"modelUsage"`
 
 	// system/init
 	Model        string `json:"model"`
@@ -185,6 +192,8 @@ func (p *ClaudeParser) Parse(line []byte) ([]Event, error) {
 		case "init":
 			p.init(&l)
 		}
+	case "rate_limit_event":
+		p.limit.note(l.RateLimitInfo)
 	case "stream_event":
 		p.streamEvent(l.Event, sub)
 	case "assistant":
@@ -289,6 +298,9 @@ func (p *ClaudeParser) assistant(l *claudeLine, sub bool) {
 			p.noteContext(l.Message)
 		}
 	}
+	if l.IsAPIErrorMessage {
+		p.limit.noteParams(l.APIErrorParams)
+	}
 	blocks := contentBlocks(l.Message.Content)
 	// Text already streamed as deltas is not repeated. API errors show up as
 	// synthetic assistant text; the result line reports them properly.
@@ -363,6 +375,11 @@ func (p *ClaudeParser) parseResult(l *claudeLine) {
 	res.ContextWindow = contextWindowReported(l.ModelUsage, p.callModel, p.model)
 	p.result = &res
 	p.err = classifyClaudeResult(l, res.Text)
+	if p.err != nil && p.err.Kind == KindRateLimit {
+		p.limit.noteParams(l.APIErrorParams)
+		p.limit.noteText(res.Text)
+		p.err.ResetAt, p.err.LimitWindow = p.limit.resetAt, p.limit.window
+	}
 	p.events = append(p.events, Event{Kind: EventResult, SessionID: res.SessionID, Result: &res, Err: p.err})
 }
 
@@ -585,7 +602,7 @@ func kindForText(s string) ErrorKind {
 	case has("authentication_error", "invalid api key", "invalid x-api-key", "permission_error",
 		"please run /login", "not logged in", "oauth token", "credit balance"):
 		return KindAuth
-	case has("rate_limit", "rate limit"):
+	case has("rate_limit", "rate limit", "usage limit"):
 		return KindRateLimit
 	case has("overloaded"):
 		return KindOverloaded
