@@ -56,6 +56,9 @@ type ClaudeParser struct {
 	// callModel is the model that call went to.
 	context   int64
 	callModel string
+	// compacted is set once the session's context was compacted in this
+	// run (system/compact_boundary).
+	compacted bool
 }
 
 // claudeRetry is what claude's system/api_retry lines said since the model
@@ -109,6 +112,11 @@ type claudeLine struct {
 	// rate_limit_event
 	RateLimitInfo json.RawMessage `json:"rate_limit_info"`
 	ModelUsage    json.RawMessage `json:"modelUsage"`
+
+	// system/compact_boundary
+	CompactMetadata *struct {
+		PostTokens json.RawMessage `json:"post_tokens"`
+	} `json:"compact_metadata"`
 
 	// system/init
 	Model        string `json:"model"`
@@ -191,6 +199,8 @@ func (p *ClaudeParser) Parse(line []byte) ([]Event, error) {
 			p.apiRetry(&l)
 		case "init":
 			p.init(&l)
+		case "compact_boundary":
+			p.compactBoundary(&l)
 		}
 	case "rate_limit_event":
 		p.limit.note(l.RateLimitInfo)
@@ -372,6 +382,7 @@ func (p *ClaudeParser) parseResult(l *claudeLine) {
 		}
 	}
 	res.ContextTokens = p.context
+	res.Compacted = p.compacted
 	res.ContextWindow = contextWindowReported(l.ModelUsage, p.callModel, p.model)
 	p.result = &res
 	p.err = classifyClaudeResult(l, res.Text)
@@ -393,6 +404,19 @@ func (p *ClaudeParser) noteContext(m *claudeMessage) {
 	}
 	if n := jsonInt(u.InputTokens) + jsonInt(u.CacheReadInputTokens) + jsonInt(u.CacheCreationInputTokens); n > 0 {
 		p.context, p.callModel = n, m.Model
+	}
+}
+
+// compactBoundary reads system/compact_boundary: claude summarised the
+// conversation (/compact, or on its own when the context is full), and
+// compact_metadata.post_tokens is the size of what is left until the next
+// model call says otherwise.
+func (p *ClaudeParser) compactBoundary(l *claudeLine) {
+	p.compacted = true
+	if l.CompactMetadata != nil {
+		if n := jsonInt(l.CompactMetadata.PostTokens); n > 0 {
+			p.context = n
+		}
 	}
 }
 
