@@ -468,6 +468,7 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {
 			r.CostUSD = -1 // the CLI reports no cost
 		}
+		r.ContextPercent, _ = backends.ContextPercent(out.Result)
 		text = r.String()
 	}
 	text = card.WithHeard(text, st.Heard)
