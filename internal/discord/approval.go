@@ -65,6 +65,10 @@ type pendingApproval struct {
 	// posted is closed once message is known (or the post failed): a
 	// press can arrive before the POST's answer does.
 	posted chan struct{}
+	// press, when set, takes the allowed presses (a question's or a
+	// plan's controls, question.go and plan.go); answer is what follows
+	// the id in the control's ID.
+	press func(ctx context.Context, p Press, answer string) PressAnswer
 }
 
 // approvals are the open approval messages, by id.
@@ -80,6 +84,14 @@ type approvals struct {
 // approver's) press, the timeout, or ctx (the CLI withdrew the request or
 // the turn ended). The message always ends saying what happened.
 func (b *Bot) Approve(ctx context.Context, e queue.Event, a backends.Approval) agent.Decision {
+	switch a.Tool {
+	case backends.ToolAskUserQuestion:
+		if d, ok := b.askQuestions(ctx, e, a); ok {
+			return d
+		}
+	case backends.ToolExitPlanMode:
+		return b.reviewPlan(ctx, e, a)
+	}
 	timeout := b.opts.ApprovalTimeout
 	if timeout <= 0 {
 		timeout = DefaultApprovalTimeout
@@ -246,6 +258,10 @@ func (b *Bot) onApprovalPress(ctx context.Context, p Press) PressAnswer {
 		b.approvals.mu.Unlock()
 		b.log.Info().Uint64("event", pa.e.ID).Str("user", p.UserID).Msg("approval press refused: not the prompt's author or an approver")
 		return PressAnswer{Notice: notYourApproval}
+	}
+	if pa.press != nil {
+		b.approvals.mu.Unlock()
+		return pa.press(ctx, p, answer)
 	}
 	var d agent.Decision
 	phase := card.Denied
