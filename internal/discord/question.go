@@ -35,9 +35,9 @@ const (
 
 // Limits of a question message's controls.
 const (
-	maxQuestionRows = maxRows // one row per question
-	maxOptionButtons = 4      // and Other… makes five
-	maxTypedAnswer  = 1000
+	maxQuestionRows  = maxRows // one row per question
+	maxOptionButtons = 4       // and Other… makes five
+	maxTypedAnswer   = 1000
 )
 
 // Messages to the model and the user about questions.
