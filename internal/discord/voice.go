@@ -192,12 +192,14 @@ func megabytes(n int64) string {
 // transcript as the prompt, or tells the user why not. The bot's context
 // bounds it: a stop while it runs tells the user to send it again.
 func (b *Bot) transcribeVoice(m discord.Message, member *discord.Member, a discord.Attachment, log zerolog.Logger) {
-	c := b.client(b.ctx)
-	if err := c.React(m.ChannelID, m.ID, transcribingEmoji); err != nil {
+	if err := b.client(b.ctx).React(m.ChannelID, m.ID, transcribingEmoji); err != nil {
 		log.Debug().Err(err).Msg("could not mark the voice message as being transcribed")
 	}
 	text, refusal := b.hear(b.ctx, a, log)
-	if err := c.Unreact(m.ChannelID, m.ID, transcribingEmoji); err != nil {
+	// Its own context: a stop may have ended the bot's.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.client(ctx).Unreact(m.ChannelID, m.ID, transcribingEmoji); err != nil {
 		log.Debug().Err(err).Msg("could not remove the transcribing mark")
 	}
 	if refusal != "" {

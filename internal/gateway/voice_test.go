@@ -1,15 +1,18 @@
 package gateway
 
 import (
+	"context"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
 
+	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/fakeapi"
 	"github.com/agentgateway/gateway/internal/fakediscord"
@@ -247,5 +250,84 @@ func TestVoiceMessageTranscriptionFails(t *testing.T) {
 	logs := h.logs.String()
 	if !strings.Contains(logs, "Invalid file format.") || strings.Contains(logs, voiceKey) {
 		t.Errorf("the log should say what the endpoint answered, without the key")
+	}
+}
+
+// A voice prompt is accepted as its transcript: one waiting behind a
+// running turn when the gateway stops runs after the restart, from the
+// inbox, without being transcribed again.
+func TestVoicePromptSurvivesARestart(t *testing.T) {
+	const heard = "summarise the open pull requests"
+	stt := fakeapi.StartTranscribe(t, "", fakeapi.Transcript{Text: heard})
+	env := map[string]string{config.EnvTranscribeURL: stt.URL()}
+	started := make(chan struct{}, 1)
+	signals := make(chan os.Signal, 1)
+	first := startGateway(t, harnessOptions{env: env, signals: signals, respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done() // holds the channel until the gateway stops
+		return backends.Result{}, ctx.Err()
+	}})
+	first.mention(first.channel, "a long task")
+	select {
+	case <-started:
+	case <-time.After(waitLong):
+		t.Fatal("the first turn did not start")
+	}
+	m := first.fd.PostVoice(first.channel, first.user, fakediscord.VoiceOf(3*time.Second), first.fd.Bot)
+	first.fd.Wait(t, "the voice prompt accepted", waitLong, func() bool {
+		return strings.Contains(first.logs.String(), `"event":2,"waiting":true`)
+	})
+	// A stop with a second signal: the drain does not wait for the turn,
+	// and the voice prompt stays in the inbox.
+	first.cancel()
+	first.fd.Wait(t, "the shutdown", waitLong, func() bool { return strings.Contains(first.logs.String(), "shutting down") })
+	signals <- syscall.SIGTERM
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := startGateway(t, harnessOptions{env: env, fd: first.fd, configDir: first.cfg.ConfigDir})
+	second.guild, second.channel, second.user = first.guild, first.channel, first.user
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("first logs:\n%s\nsecond logs:\n%s", first.logs.String(), second.logs.String())
+		}
+	})
+	second.fd.Wait(t, "the voice prompt answered after the restart", waitLong, func() bool {
+		for _, r := range repliesTo(second.fd, second.channel, m.ID) {
+			if r.Content == "echo: "+heard {
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(stt.Requests()); n != 1 {
+		t.Errorf("%d transcription requests, want the one before the restart", n)
+	}
+}
+
+// A gateway stopping while a voice message is transcribed tells its
+// author that nothing was run and to send it again.
+func TestVoiceMessageInterruptedByAStop(t *testing.T) {
+	stt := fakeapi.StartTranscribe(t, "", fakeapi.Transcript{Stall: true})
+	h := startGateway(t, harnessOptions{env: map[string]string{config.EnvTranscribeURL: stt.URL()}})
+	m := h.fd.PostVoice(h.channel, h.user, fakediscord.VoiceOf(3*time.Second), h.fd.Bot)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if _, err := stt.WaitFor(ctx, func(r []fakeapi.TranscribeRequest) bool { return len(r) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.fd.Wait(t, "the notice", waitLong, func() bool { return len(repliesTo(h.fd, h.channel, m.ID)) == 1 })
+	if got := repliesTo(h.fd, h.channel, m.ID)[0].Content; !strings.Contains(got, "stopped while transcribing") || !strings.Contains(got, "send it again") {
+		t.Errorf("notice = %q", got)
+	}
+	if len(h.fd.Reactions(h.channel, m.ID)["🎙️"]) > 0 {
+		t.Error("🎙️ left on the message")
+	}
+	if n := len(h.backend.Requests()); n != 0 {
+		t.Errorf("%d turns ran, want none", n)
 	}
 }
