@@ -59,6 +59,9 @@ type Event struct {
 	ThreadName string `json:",omitempty"`
 	// Model overrides the backend's model for this event.
 	Model string
+	// PermissionMode overrides PERMISSION_MODE for this event: "plan"
+	// for a prompt given with /plan.
+	PermissionMode string `json:",omitempty"`
 	// SessionKey picks the session binding; empty means ChannelID. Events
 	// without either run in a fresh session that is not kept.
 	SessionKey string
