@@ -223,10 +223,11 @@ func (g *assembly) buildDiscord(context.Context) error {
 		}, log: log.With().Str("component", "schedule").Logger()}.forward
 	}
 	g.gate, err = hold.New(hold.Options{
-		Dir:          cfg.ConfigDir,
-		Channel:      cfg.OutputChannelID,
-		Approvers:    cfg.ApproverIDs,
-		AllowedUsers: cfg.AllowedUserIDs,
+		Dir:     cfg.ConfigDir,
+		Channel: cfg.OutputChannelID,
+		// No lists: who may Apply is the gateway's approver rule, roles
+		// included (isApprover), handed over as the press's ManageGuild,
+		// which the gate without lists goes by.
 		Reloaded: func() {
 			if cfg.WebhookAddr != "" && g.sched != nil {
 				logDisabledWebhooks(g.sched.Webhooks(), cfg.Lookup, log)
@@ -244,7 +245,7 @@ func (g *assembly) buildDiscord(context.Context) error {
 		return err
 	}
 	bot.HandleButtons(hold.ButtonPrefix, func(ctx context.Context, p discord.Press) discord.PressAnswer {
-		a := g.gate.Press(ctx, hold.Press{ButtonID: p.ButtonID, UserID: p.UserID, ManageGuild: p.ManageGuild})
+		a := g.gate.Press(ctx, hold.Press{ButtonID: p.ButtonID, UserID: p.UserID, ManageGuild: isApprover(cfg, p)})
 		return discord.PressAnswer{Update: a.Update, Notice: a.Notice}
 	})
 	return nil

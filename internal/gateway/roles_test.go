@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/diamondburned/arikawa/v3/discord"
 
+	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
 	gwdiscord "github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/fakediscord"
@@ -191,5 +194,67 @@ func TestIsApproverCountsRoles(t *testing.T) {
 				t.Errorf("isApprover = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A schedule change the agent made is applied by a member of
+// APPROVER_ROLE_IDS (beside an APPROVER_IDS user); a member without the
+// role is refused, even with Administrator.
+func TestApplyByApproverRole(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "claude")
+	if err := os.WriteFile(script, []byte(scriptedClaude), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	claude, err := backends.New(config.BackendClaude, backends.Options{Binary: script, Env: os.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops discord.ChannelID
+	var olga, mallory discord.User
+	h := startGateway(t, harnessOptions{
+		backend: claude,
+		files:   map[string]string{"agents.md": heldAgents},
+		setup: func(h *harness) map[string]string {
+			ops = h.fd.AddChannel(fakediscord.Channel{GuildID: h.guild, Name: "ops"})
+			role := h.fd.AddRole(h.guild, "approvers")
+			olga, mallory = h.fd.User("olga"), h.fd.User("mallory")
+			h.fd.SetRoles(h.guild, olga, role)
+			return map[string]string{
+				config.EnvOutputChannelID: ops.String(),
+				config.EnvApproverIDs:     h.fd.User("boss").ID.String(),
+				config.EnvApproverRoleIDs: role.String(),
+			}
+		},
+	})
+	h.mention(h.channel, "please add a job that posts every minute")
+	h.waitReplies(h.channel, 1)
+	var held fakediscord.Message
+	h.fd.Wait(t, "the held change in the output channel", waitLong, func() bool {
+		for _, m := range h.fd.BotMessages(ops) {
+			if len(m.Buttons()) == 2 {
+				held = m
+				return true
+			}
+		}
+		return false
+	})
+	apply := held.Buttons()[0].ID
+
+	refusal := h.fd.Press(ops, held.ID, mallory, apply, discord.PermissionAdministrator)
+	h.fd.Wait(t, "mallory's refusal", waitLong, func() bool {
+		for _, a := range h.fd.Answers() {
+			if a.Interaction == refusal && a.Ephemeral && strings.Contains(a.Content, "Only the gateway's approvers") {
+				return true
+			}
+		}
+		return false
+	})
+	h.fd.Press(ops, held.ID, olga, apply, 0)
+	h.fd.Wait(t, "the change applied by olga", waitLong, func() bool {
+		m, _ := h.fd.Message(ops, held.ID)
+		return len(m.Buttons()) == 0 && strings.Contains(m.Content, "Applied by <@"+olga.ID.String()+">")
+	})
+	if b, _ := os.ReadFile(filepath.Join(h.cfg.ConfigDir, "agents.md")); !strings.Contains(string(b), "### spam") {
+		t.Errorf("agents.md after Apply:\n%s", b)
 	}
 }
