@@ -83,7 +83,10 @@ func run(ctx context.Context, args []string, io streams) int {
 	}
 	fmt.Fprintln(io.errOut, "gateway:", err)
 	var cfgErr *configError
+	var coded *exitCodeError
 	switch {
+	case errors.As(err, &coded):
+		return coded.code
 	case errors.As(err, &cfgErr):
 		return exitConfig
 	case errors.Is(err, errInterrupted):
@@ -134,6 +137,7 @@ queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
 		newConfigCmd(io),
 		newHealthcheckCmd(io),
 		newSessionsCmd(io),
+		newSendCmd(io),
 		newVersionCmd(io),
 	)
 	return root
