@@ -943,7 +943,7 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 		WorkDir:          workDir,
 		Model:            firstNonEmpty(e.Model, set.Model, r.opts.Model),
 		AllowedTools:     r.opts.AllowedTools,
-		PermissionMode:   r.opts.PermissionMode,
+		PermissionMode:   firstNonEmpty(e.PermissionMode, r.opts.PermissionMode),
 		MaxTurns:         r.opts.MaxTurns,
 		Key:              key,
 		Approve:          r.approver(e, log),
@@ -1066,7 +1066,7 @@ const scheduledDenial = "This run was started by a schedule or a webhook, with n
 // person; everything else follows SCHEDULED_TOOLS_POLICY. Every decision
 // is logged.
 func (r *Runtime) approver(e queue.Event, log zerolog.Logger) backends.ApproveFunc {
-	if !askingModes[r.opts.PermissionMode] {
+	if !askingModes[firstNonEmpty(e.PermissionMode, r.opts.PermissionMode)] {
 		return nil
 	}
 	ask, canAsk := r.out.(Approver)
@@ -1080,6 +1080,11 @@ func (r *Runtime) approver(e queue.Event, log zerolog.Logger) backends.ApproveFu
 			d = Decision{Verdict: backends.Verdict{Allow: true}, By: "policy"}
 		default:
 			d = Decision{Verdict: backends.Verdict{Message: scheduledDenial}, By: "policy"}
+		}
+		if mode := r.opts.PermissionMode; d.Mode != "" && mode != "" && mode != "plan" && mode != "default" {
+			// An approved plan goes on in the gateway's own mode when that
+			// is neither plan nor default.
+			d.Mode = r.opts.PermissionMode
 		}
 		log.Info().Str("tool", a.Tool).Str("input", ToolSummary(a, 160)).Str("tool_use_id", a.ToolUseID).
 			Bool("allowed", d.Allow).Bool("for_session", d.Allow && d.Remember).Bool("stop", !d.Allow && d.Interrupt).

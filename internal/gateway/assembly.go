@@ -61,6 +61,7 @@ type assembly struct {
 	steer func(queue.Event) bool // the runtime's, once it exists
 	mon   *admin.Monitor         // nil without ADMIN_ADDR
 	ctl   *controls
+	plans *planModes // /plan
 	bot   *discord.Bot
 	gate  *hold.Gate
 	// connected: the bot is connected (or attached), and the shutdown
@@ -350,6 +351,8 @@ func (g *assembly) buildCore(context.Context) error {
 		g.ctl.backend = core.Backend.Name()
 	}
 	g.ctl.register(bot)
+	g.plans = newPlanModes(core.Queue.Enqueue, log.With().Str("component", "plan").Logger())
+	g.plans.register(bot)
 	if wts != nil {
 		wts.register(bot, func(ch string) bool { _, running, _ := core.Queue.Lane(ch); return running }, g.dopts.UploadLimit)
 	}
@@ -508,7 +511,7 @@ func (g *assembly) connect(ctx context.Context) error {
 	if g.opts.Worker {
 		err = g.bot.Attach(ctx, g.core.Queue, g.core.Sessions)
 	} else {
-		err = g.bot.Open(ctx, g.core.Queue, g.core.Sessions)
+		err = g.bot.Open(ctx, g.plans.intake(g.core.Queue), g.core.Sessions)
 	}
 	g.connected = err == nil
 	return err

@@ -25,9 +25,10 @@ import (
 // (with the plan in the input, as the model writes it; 2.1.330 passes an
 // empty input and keeps the plan in a file). Once the control_response is
 // read, the result says what came back. Every line read from stdin is
-// appended to @LOG@.
+// appended to @LOG@, and each start's arguments to @LOG@.args.
 const questionsClaude = `#!/bin/sh
 log=@LOG@
+printf '%s\n' "$*" >> "$log.args"
 while IFS= read -r line; do
 	printf '%s\n' "$line" >> "$log"
 	case "$line" in
@@ -318,4 +319,50 @@ func TestPlanSentBackWithANote(t *testing.T) {
 	if r.Behavior != "deny" || !strings.Contains(r.Message, "Add a step that tests it.") || r.Interrupt == nil || *r.Interrupt {
 		t.Errorf("the CLI's answer = %+v, want deny with the note, not interrupting", r)
 	}
+}
+
+// spawns are the command lines the stand-in was started with.
+func (h *approvalHarness) spawns() []string {
+	b, _ := os.ReadFile(h.stdin + ".args")
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func TestPlanCommandWithAPrompt(t *testing.T) {
+	h := startQuestionsGateway(t, harnessOptions{})
+	in := h.fd.Interact(h.channel, h.user, "plan", map[string]string{"prompt": "make a plan for hello.txt"})
+	h.fd.Wait(t, "the answer to /plan", waitLong, func() bool {
+		return slices.ContainsFunc(h.fd.Answers(), func(a fakediscord.Message) bool {
+			return a.Interaction == in && strings.HasPrefix(a.Content, "📋 Planning") && strings.Contains(a.Content, "> make a plan for hello.txt")
+		})
+	})
+	ask := h.waitAsk(h.channel, "the agent has a plan")
+	if got := h.spawns(); len(got) != 1 || !strings.Contains(got[0], "--permission-mode plan") {
+		t.Errorf("claude started with %q, want plan mode", got)
+	}
+	h.fd.Press(h.channel, ask.ID, h.user, button(t, ask, "Approve"), 0)
+	h.waitMessageSays(h.channel, ask.ID, "✅ Plan approved")
+	h.fd.Wait(t, "the answer", waitLong, func() bool {
+		return slices.ContainsFunc(h.fd.BotMessages(h.channel), func(m fakediscord.Message) bool { return m.Content == "Carrying out the plan." })
+	})
+}
+
+func TestPlanCommandMarksTheNextPrompt(t *testing.T) {
+	h := startQuestionsGateway(t, harnessOptions{})
+	if got := h.command(h.channel, "plan"); !strings.Contains(got.Content, "The next prompt in this channel runs in plan mode") {
+		t.Errorf("/plan answered %q", got.Content)
+	}
+	h.mention(h.channel, "pick a colour for the button")
+	ask := h.waitAsk(h.channel, "Which colour")
+	h.fd.Press(h.channel, ask.ID, h.user, button(t, ask, "Green"), 0)
+	first := h.waitReplyOtherThan(h.channel, ask.ID)
+
+	// Only the next prompt: the one after runs in the gateway's mode.
+	h.mention(h.channel, "make a plan for hello.txt")
+	plan := h.waitAsk(h.channel, "the agent has a plan")
+	got := h.spawns()
+	if len(got) != 2 || !strings.Contains(got[0], "--permission-mode plan") || strings.Contains(got[1], "--permission-mode plan") {
+		t.Errorf("claude started with %q, want plan mode the first time only", got)
+	}
+	h.fd.Press(h.channel, plan.ID, h.user, button(t, plan, "Approve"), 0)
+	h.waitReplyOtherThan(h.channel, ask.ID, first.ID, plan.ID)
 }
