@@ -45,6 +45,10 @@ while IFS= read -r line; do
 		tool=AskUserQuestion
 		input='{"questions":[{"question":"Which colour should the button be?","header":"Colour","options":[{"label":"Blue","description":"Matches the logo"},{"label":"Green","description":"Reads as go"}],"multiSelect":false}]}'
 		;;
+	*two\ questions*)
+		tool=AskUserQuestion
+		input='{"questions":[{"question":"Which colour should the button be?","header":"Colour","options":[{"label":"Blue","description":"Matches the logo"},{"label":"Green","description":"Reads as go"}],"multiSelect":false},{"question":"What should I add?","header":"Extras","options":[{"label":"Tests","description":"Unit tests"},{"label":"Docs","description":"A README section"},{"label":"Benchmarks","description":"A benchmark"}],"multiSelect":true}]}'
+		;;
 	*extras*)
 		tool=AskUserQuestion
 		input='{"questions":[{"question":"What should I add?","header":"Extras","options":[{"label":"Tests","description":"Unit tests"},{"label":"Docs","description":"A README section"},{"label":"Benchmarks","description":"A benchmark"}],"multiSelect":true}]}'
@@ -131,7 +135,7 @@ func (h *approvalHarness) answersSent() map[string]string {
 		Questions []json.RawMessage `json:"questions"`
 		Answers   map[string]string `json:"answers"`
 	}
-	if r.Behavior != "allow" || json.Unmarshal(r.UpdatedInput, &in) != nil || len(in.Questions) != 1 || in.Answers == nil {
+	if r.Behavior != "allow" || json.Unmarshal(r.UpdatedInput, &in) != nil || len(in.Questions) == 0 || in.Answers == nil {
 		h.t.Fatalf("the CLI's answer = %+v %s, want allow with the questions and answers", r, r.UpdatedInput)
 	}
 	return in.Answers
@@ -365,4 +369,47 @@ func TestPlanCommandMarksTheNextPrompt(t *testing.T) {
 	}
 	h.fd.Press(h.channel, plan.ID, h.user, button(t, plan, "Approve"), 0)
 	h.waitReplyOtherThan(h.channel, ask.ID, first.ID, plan.ID)
+}
+
+// Two questions in one call: each answer shows as it comes and takes its
+// question's controls away; the last one answers the tool with both. A
+// select menu's Other… opens the form too.
+func TestQuestionsAnsweredOneByOne(t *testing.T) {
+	h := startQuestionsGateway(t, harnessOptions{})
+	h.mention(h.channel, "ask me two questions")
+	ask := h.waitAsk(h.channel, "the agent has 2 questions:")
+	if got := labels(ask); got != "Blue|Green|Other…" || len(ask.Selects()) != 1 {
+		t.Fatalf("controls = %q and %d select menus, want the colour's buttons and the extras' menu", got, len(ask.Selects()))
+	}
+	h.fd.Press(h.channel, ask.ID, h.user, button(t, ask, "Green"), 0)
+	var m fakediscord.Message
+	h.fd.Wait(t, "the first answer shown", waitLong, func() bool {
+		m, _ = h.fd.Message(h.channel, ask.ID)
+		return strings.Contains(m.Content, "→ Green") && len(m.Buttons()) == 0 && len(m.Selects()) == 1
+	})
+	if !strings.HasPrefix(m.Content, "❓") || len(h.answers()) != 0 {
+		t.Fatalf("after one answer of two: %q, %d answers to the CLI", m.Content, len(h.answers()))
+	}
+	in, err := h.fd.ChooseOptions(h.channel, ask.ID, h.user, m.Selects()[0].ID, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var form fakediscord.Modal
+	h.fd.Wait(t, "the form", waitLong, func() bool {
+		var ok bool
+		form, ok = h.fd.ModalOpened(in)
+		return ok
+	})
+	if _, err := h.fd.SubmitModal(h.user, form.ID, map[string]string{form.Fields[0].ID: "A changelog entry"}); err != nil {
+		t.Fatal(err)
+	}
+	done := h.waitMessageSays(h.channel, ask.ID, "✅ Answered")
+	if !strings.Contains(done.Content, "→ Green") || !strings.Contains(done.Content, "→ A changelog entry") {
+		t.Errorf("answered message = %q", done.Content)
+	}
+	h.waitReplyOtherThan(h.channel, ask.ID)
+	got := h.answersSent()
+	if len(got) != 2 || got["Which colour should the button be?"] != "Green" || got["What should I add?"] != "A changelog entry" {
+		t.Errorf("answers = %v", got)
+	}
 }
