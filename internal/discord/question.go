@@ -288,6 +288,25 @@ func (b *Bot) approvalTimeout() time.Duration {
 	return b.opts.ApprovalTimeout
 }
 
+// askChunkBase numbers the DeliveryLog chunks of question and plan
+// messages as approvalChunkBase numbers approvals' (ApprovalChunk holds
+// for them too), far enough below that StaleNotice tells them apart.
+const askChunkBase = approvalChunkBase - 1<<30
+
+// StaleQuestionNotice is what a question or plan left open by a gateway
+// that did not survive becomes at the next start: the turn runs again and
+// the agent asks anew.
+const StaleQuestionNotice = "⌛ Not answered: the gateway restarted before anyone answered; the agent will ask again if it still needs to."
+
+// StaleNotice is what the message recorded under an approval chunk (see
+// ApprovalChunk) becomes when a restart finds it left open.
+func StaleNotice(chunk int) string {
+	if chunk <= askChunkBase {
+		return StaleQuestionNotice
+	}
+	return StaleApprovalNotice
+}
+
 // askMessage is what a question or plan message first shows.
 type askMessage struct {
 	text  string
@@ -356,7 +375,7 @@ func (b *Bot) waitAsk(ctx context.Context, e queue.Event, id uint64, p *pendingA
 	b.approvals.mu.Unlock()
 	close(p.posted)
 	if b.opts.Deliveries != nil {
-		chunk := approvalChunkBase - int(id)
+		chunk := askChunkBase - int(id)
 		b.opts.Deliveries.Delivered(e.ID, chunk, msg)
 		defer b.opts.Deliveries.Delivered(e.ID, chunk, "")
 	}
