@@ -4,12 +4,15 @@ package conformance
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgateway/gateway/internal/fakeapi"
+	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
 // Questions the scripted model asks with AskUserQuestion.
@@ -299,4 +302,104 @@ func TestConformanceClaudeQuestions(t *testing.T) {
 			t.Errorf("tool result %v %q, want an error with the note", res.IsError, res.Text)
 		}
 	})
+}
+
+// TestConformanceDiscordQuestions runs the built `gateway run` against the
+// fake Discord with the real claude CLI: a question the model asks is
+// answered by a tap and the model gets the answer in the same turn; a
+// /plan prompt's plan is approved and the turn goes on in acceptEdits (a
+// Write runs without asking, though PERMISSION_MODE is default).
+func TestConformanceDiscordQuestions(t *testing.T) {
+	bin := buildGateway(t)
+	work := t.TempDir()
+	configDir := filepath.Join(work, "config")
+	hello := filepath.Join(configDir, "hello.txt")
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.ToolUse("AskUserQuestion", map[string]any{"questions": []any{colourQuestion}}),
+		fakeapi.Text("Blue it is."),
+		fakeapi.ToolUse("ExitPlanMode", map[string]any{}),
+		fakeapi.ToolUse("Write", map[string]any{"file_path": hello, "content": "hello\n"}),
+		fakeapi.Text("Done."),
+	)
+	fd := fakediscord.Start(t)
+	_, channel := fd.AddGuild("conformance")
+	alice := fd.User("alice")
+	cmd := exec.Command(bin, "run")
+	cmd.Dir = work
+	cmd.Env = gatewayEnv(t, fd, api.URL(), configDir, "PERMISSION_MODE=default")
+	var stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway output:\n%s\n%s", stderr.String(), api.Summary())
+		}
+	})
+	fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
+
+	withButton := func(label string) (fakediscord.Message, string) {
+		var m fakediscord.Message
+		var id string
+		fd.Wait(t, "a message with "+label, 90*time.Second, func() bool {
+			for _, bm := range fd.BotMessages(channel) {
+				for _, b := range bm.Buttons() {
+					if b.Label == label {
+						m, id = bm, b.ID
+						return true
+					}
+				}
+			}
+			return false
+		})
+		return m, id
+	}
+	said := func(text string) {
+		fd.Wait(t, "the reply "+text, 90*time.Second, func() bool {
+			for _, m := range fd.BotMessages(channel) {
+				if m.Content == text {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Make me a button.", fd.Bot)
+	ask, blue := withButton("Blue")
+	if !strings.Contains(ask.Content, "Which colour should the button be?") {
+		t.Errorf("question message = %q", ask.Content)
+	}
+	fd.Press(channel, ask.ID, alice, blue, 0)
+	said("Blue it is.")
+	reqs := ccWaitMain(t, api, 2)
+	if got := ccLast(reqs[1]); len(got.Blocks) != 1 || got.Blocks[0].Text != qAnswered(`"Which colour should the button be?"="Blue"`) {
+		t.Errorf("the model got %+v, want the answer", got.Blocks)
+	}
+
+	fd.Interact(channel, alice, "plan", map[string]string{"prompt": "Plan a hello file."})
+	plan, approve := withButton("Approve")
+	fd.Press(channel, plan.ID, alice, approve, 0)
+	said("Done.")
+	reqs = ccWaitMain(t, api, 5)
+	if got := ccLast(reqs[3]); len(got.Blocks) != 1 || got.Blocks[0].Text != exitedPlan {
+		t.Errorf("after Approve the model got %+v, want %q", got.Blocks, exitedPlan)
+	}
+	if b, err := os.ReadFile(hello); err != nil || string(b) != "hello\n" {
+		t.Errorf("hello.txt = %q, %v: the Write after the plan did not run", b, err)
+	}
+	for _, m := range fd.BotMessages(channel) {
+		if strings.Contains(m.Content, "wants to use `Write`") {
+			t.Errorf("the Write after the approved plan was asked about: %q", m.Content)
+		}
+	}
+	t.Logf("plan message: %q", plan.Content)
 }
