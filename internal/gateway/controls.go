@@ -80,6 +80,10 @@ type controls struct {
 	// announced are the budget refusals already posted with a Lift
 	// button, by day and scope.
 	announced map[string]bool
+
+	// compacting are the channels whose conversation /compact is
+	// summarising: their turns wait (compact.go).
+	compacting compactions
 }
 
 // projectChange is a /project waiting for its Keep/Fresh answer.
@@ -141,6 +145,7 @@ func (c *controls) register(bot *discord.Bot) {
 	}, c.systemPrompt)
 	bot.HandleCommand(api.CreateCommandData{Name: commandStatus, Description: "What the agent works on here: project, model, session, queue, cost"}, c.status)
 	bot.HandleCommand(api.CreateCommandData{Name: commandCost, Description: "What the agent cost today, this week and this month"}, c.costReport)
+	c.registerCompact(bot)
 	bot.HandleButtons(projectButton, c.projectPress)
 	bot.HandleButtons(budgetButton, c.budgetPress)
 }
@@ -443,6 +448,8 @@ func (c *controls) warning(e queue.Event) string {
 // reply saying so, and the first refusal of the day (per budget) is posted
 // with a button an operator can lift the budget with.
 func (c *controls) admit(ctx context.Context, e queue.Event) bool {
+	// A shutdown ends the wait: the turn then sees the same context end.
+	c.compacting.wait(ctx, compactLane(e))
 	if c.ledger == nil || (c.budget.DailyUSD <= 0 && c.budget.ChannelDailyUSD <= 0) {
 		return true
 	}

@@ -344,7 +344,7 @@ func TestSlashCommands(t *testing.T) {
 	for _, c := range cmds {
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, " ") != "claude claude-reset claude-stop project model resume system-prompt status cost" ||
+	if strings.Join(names, " ") != "claude claude-reset claude-stop project model resume system-prompt status cost compact plan" ||
 		len(cmds[0].Options) != 2 || cmds[0].Options[0].Name != "prompt" || !cmds[0].Options[0].Required ||
 		cmds[0].Options[1].Name != "file" || cmds[0].Options[1].Required ||
 		len(cmds[2].Options) != 1 || cmds[2].Options[0].Name != "all" || cmds[2].Options[0].Required {
