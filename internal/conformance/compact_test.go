@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,12 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentgateway/gateway/internal/fakeapi"
+	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
 // claudeStream is a claude process with stream-json input and output, for
@@ -197,4 +200,149 @@ func findLine(lines []string, typ string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// backends.Claude.Compact on the real CLI: a conversation's turn leaves
+// its context size and window on the result (the last call's input and
+// cache, modelUsage's contextWindow), and Compact then runs on the same
+// kept process, keeps the session and reports the smaller context; the
+// conversation goes on there from the summary.
+func TestConformanceClaudeCompactWarm(t *testing.T) {
+	big := fakeapi.Usage{InputTokens: 20, CacheReadInputTokens: 150_000, CacheCreationInputTokens: 3_000, OutputTokens: 200}
+	r := newWarmRig(t,
+		fakeapi.Turn{Text: "The word is teal.", Usage: &big},
+		fakeapi.Text("<summary>The user asked me to remember the word teal.</summary>"),
+		fakeapi.Text("You said teal."),
+	)
+	ctx := context.Background()
+	first, err := r.run(ctx, r.request("Remember the word teal.", ""))
+	if err != nil {
+		t.Fatalf("first turn: %v", err)
+	}
+	if first.ContextTokens != 153_020 || first.ContextWindow != 1_000_000 {
+		t.Errorf("first turn's context %d of %d, want 153020 of 1000000", first.ContextTokens, first.ContextWindow)
+	}
+	pid := r.checkOneIdle("after the first turn", 0)
+
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	res, err := r.c.Compact(cctx, r.request("", first.SessionID))
+	if err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	r.checkOneIdle("after /compact", pid)
+	if !res.Compacted || res.SessionID != first.SessionID || res.ContextTokens <= 0 || res.ContextTokens >= first.ContextTokens {
+		t.Errorf("Compact = compacted %v, session %q (want %q), context %d tokens (was %d)",
+			res.Compacted, res.SessionID, first.SessionID, res.ContextTokens, first.ContextTokens)
+	}
+
+	after, err := r.run(ctx, r.request("Which word?", res.SessionID))
+	if err != nil {
+		t.Fatalf("turn after /compact: %v", err)
+	}
+	r.checkOneIdle("after the next turn", pid)
+	msgs := r.mainRequests(3)[2].Messages()
+	var sent strings.Builder
+	for _, m := range msgs {
+		sent.WriteString(m.Text + "\n")
+	}
+	if after.Text != "You said teal." || !strings.Contains(sent.String(), "remember the word teal") || strings.Contains(sent.String(), "Remember the word teal.") {
+		t.Errorf("the turn after /compact answered %q from messages:\n%s\nwant the summary in place of the conversation", after.Text, warmDump(msgs))
+	}
+}
+
+// /compact through `gateway run` with the real claude: the receipt of a
+// turn shows how full the context is (the window claude reports), and
+// /compact summarises the channel's session on the channel's kept claude
+// process (no second process, the same pid after), says how full the
+// context is now, and the channel's next prompt goes on from the summary.
+func TestConformanceClaudeCompactThroughDiscord(t *testing.T) {
+	bin := buildGateway(t)
+	work := t.TempDir()
+	configDir := filepath.Join(work, "config")
+	if err := os.MkdirAll(configDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	big := fakeapi.Usage{InputTokens: 20, CacheReadInputTokens: 150_000, CacheCreationInputTokens: 3_000, OutputTokens: 200}
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.Turn{Text: "The word is teal.", Usage: &big, Gate: gate},
+		fakeapi.Text("<summary>The user asked me to remember the word teal.</summary>"),
+		fakeapi.Text("You said teal."),
+	)
+	fd := fakediscord.Start(t)
+	_, channel := fd.AddGuild("conformance")
+	alice := fd.User("alice")
+	marker := "ANTHROPIC_BASE_URL=" + api.URL()
+	logs, gatewayPid := gatewayRun(t, bin, work, gatewayEnv(t, fd, api.URL(), configDir), api)
+	fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
+
+	first := fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Remember the word teal.", fd.Bot)
+	var card fakediscord.Message
+	fd.Wait(t, "the card", 90*time.Second, func() bool {
+		var ok bool
+		card, ok = cardOf(fd, channel, first.ID)
+		return ok
+	})
+	close(gate)
+	fd.Wait(t, "the receipt", 60*time.Second, func() bool {
+		m, _ := fd.Message(channel, card.ID)
+		return strings.HasPrefix(m.Content, "✅ Done")
+	})
+	// 153,020 of claude-opus-5-5's 1,000,000 tokens.
+	if receipt, _ := fd.Message(channel, card.ID); !strings.Contains(receipt.Content, "context 15%") {
+		t.Errorf("receipt = %q, want the context meter at 15%%", receipt.Content)
+	}
+	warm := cliProcesses(marker, gatewayPid)
+
+	var answer string
+	fd.Wait(t, "/compact taken (the lane let go of the turn)", 60*time.Second, func() bool {
+		id := fd.Interact(channel, alice, "compact", nil)
+		fd.Wait(t, "the answer to /compact", 30*time.Second, func() bool {
+			for _, a := range fd.Answers() {
+				if a.Interaction == id && a.Original && a.Content != "" {
+					answer = a.Content
+					return true
+				}
+			}
+			return false
+		})
+		return !strings.Contains(answer, "a prompt is running")
+	})
+	if !strings.Contains(answer, "Compacting this conversation") {
+		t.Fatalf("/compact answered %q", answer)
+	}
+	var report string
+	fd.Wait(t, "the compaction's report", 90*time.Second, func() bool {
+		for _, m := range fd.BotMessages(channel) {
+			if strings.Contains(m.Content, "Compacted") {
+				report = m.Content
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(report, "Context 1% (2,") {
+		t.Errorf("report = %q, want the context left (about 2,500 tokens: 1%% of the window)", report)
+	}
+	if after := cliProcesses(marker, gatewayPid); len(warm) != 1 || !slices.Equal(after, warm) {
+		t.Errorf("claude processes %v before /compact, %v after: want the channel's one kept process", warm, after)
+	}
+
+	third := fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" Which word?", fd.Bot)
+	fd.Wait(t, "the answer after /compact", 90*time.Second, func() bool {
+		for _, m := range fd.BotMessages(channel) {
+			if m.Content == "You said teal." && m.Reference != nil && m.Reference.MessageID == third.ID {
+				return true
+			}
+		}
+		return false
+	})
+	main := api.MainRequests()
+	if history := flatten(main[len(main)-1]); !strings.Contains(history, "remember the word teal") || strings.Contains(history, "Remember the word teal.") {
+		t.Errorf("the turn after /compact did not go on from the summary:\n%s", history)
+	}
+	if strings.Contains(logs.String(), "compaction failed") {
+		t.Errorf("the gateway logged a failed compaction:\n%s", logs.String())
+	}
 }
