@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -254,11 +255,7 @@ func compactReport(res backends.Result, err error) string {
 
 // notCompactedReason is the CLI's own reason, as one sentence.
 func notCompactedReason(err error) string {
-	reason := err.Error()
-	if i := len(backends.ErrNotCompacted.Error()) + 2; len(reason) > i {
-		reason = reason[i:]
-	}
-	return reason
+	return strings.TrimPrefix(err.Error(), backends.ErrNotCompacted.Error()+": ")
 }
 
 // tokens formats a token count for people: 2,566 or 153k.
