@@ -172,11 +172,11 @@ func sameAnswer(t *testing.T, c controlLine, v Verdict, recorded any) {
 	}
 }
 
-// The AskUserQuestion requests of testdata/claude/ask_user_question.jsonl
+// The AskUserQuestion requests of testdata/claude/ask_user_question.txt
 // decode with their questions, and an allow with UpdatedInput writes the
 // answer the CLI took (the conformance test checks what the model got).
 func TestQuestionAnswerRecorded(t *testing.T) {
-	reqs, answers := recordedExchange(t, "ask_user_question.jsonl")
+	reqs, answers := recordedExchange(t, "ask_user_question.txt")
 	if len(reqs) < 5 {
 		t.Fatalf("%d requests, want one per scenario", len(reqs))
 	}
@@ -204,7 +204,7 @@ func TestQuestionAnswerRecorded(t *testing.T) {
 // approval that continues in acceptEdits is the answer the recording
 // shows switching the mode, and a note is a deny.
 func TestPlanAnswerRecorded(t *testing.T) {
-	reqs, answers := recordedExchange(t, "exit_plan_mode.jsonl")
+	reqs, answers := recordedExchange(t, "exit_plan_mode.txt")
 	var plans []controlLine
 	for _, c := range reqs {
 		if c.Approval.Tool == ToolExitPlanMode {

@@ -99,7 +99,7 @@ func askAndAnswer(t *testing.T, rec *qRecords, questions []any, answer func(req 
 	api := fakeapi.StartAnthropic(t, fakeapi.ToolUse("AskUserQuestion", map[string]any{"questions": questions}),
 		fakeapi.Text("Thanks."))
 	p := startCC(t, api, "", ccApprovals...)
-	rec.keep(t, "ask_user_question.jsonl", p)
+	rec.keep(t, "ask_user_question.txt", p)
 	p.user("Make me a button.")
 	req, _ := p.until("can_use_tool", ccIsControl("can_use_tool"))
 	p.send(answer(req.m))
@@ -130,12 +130,12 @@ func withAnswers(req map[string]any, answers map[string]any) map[string]any {
 // TestConformanceClaudeQuestions records, against the pinned claude, how an
 // AskUserQuestion call and, in plan mode, an ExitPlanMode call reach the
 // gateway (can_use_tool) and which answers give the model which tool
-// result. The exchanges go to testdata/claude/ask_user_question.jsonl and
-// exit_plan_mode.jsonl when RECORD_TESTDATA is set.
+// result. The exchanges go to testdata/claude/ask_user_question.txt and
+// exit_plan_mode.txt when RECORD_TESTDATA is set.
 func TestConformanceClaudeQuestions(t *testing.T) {
 	rec := &qRecords{files: map[string]*ccFactsLog{
-		"ask_user_question.jsonl": {sections: map[string]string{}},
-		"exit_plan_mode.jsonl":    {sections: map[string]string{}},
+		"ask_user_question.txt": {sections: map[string]string{}},
+		"exit_plan_mode.txt":    {sections: map[string]string{}},
 	}}
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -231,7 +231,7 @@ func TestConformanceClaudeQuestions(t *testing.T) {
 			fakeapi.ToolUse("Write", map[string]any{"file_path": filepath.Join(home, "hello.txt"), "content": "hello\n"}),
 			fakeapi.Text("Done."))
 		p := startCC(t, api, home, "--permission-prompt-tool", "stdio", "--permission-mode", "plan", "--add-dir", home)
-		rec.keep(t, "exit_plan_mode.jsonl", p)
+		rec.keep(t, "exit_plan_mode.txt", p)
 		p.user("Plan a hello file.")
 		req, _ := p.until("can_use_tool", ccIsControl("can_use_tool"))
 		inner, _ := req.m["request"].(map[string]any)

@@ -19,8 +19,8 @@ import (
 // questionsClaude stands in for claude -p --input-format stream-json
 // --permission-prompt-tool stdio, driven through the real claude adapter,
 // with the control requests claude 2.1.330 sends for AskUserQuestion and
-// ExitPlanMode (testdata/claude/ask_user_question.jsonl,
-// exit_plan_mode.jsonl). A prompt with "colour" asks a single-choice
+// ExitPlanMode (testdata/claude/ask_user_question.txt,
+// exit_plan_mode.txt). A prompt with "colour" asks a single-choice
 // question, "extras" a multiple-choice one, "plan" for a plan's approval
 // (with the plan in the input, as the model writes it; 2.1.330 passes an
 // empty input and keeps the plan in a file). Once the control_response is
@@ -268,7 +268,7 @@ func TestQuestionTimesOut(t *testing.T) {
 		t.Errorf("reply = %q", reply.Content)
 	}
 	// No answers: the CLI tells the model "The user did not answer the
-	// questions." (testdata/claude/ask_user_question.jsonl, unanswered).
+	// questions." (testdata/claude/ask_user_question.txt, unanswered).
 	if got := h.answersSent(); len(got) != 0 {
 		t.Errorf("answers = %v, want none", got)
 	}
