@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/files"
+	"github.com/agentgateway/gateway/internal/limit"
 	"github.com/agentgateway/gateway/internal/persona"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/session"
@@ -71,6 +72,13 @@ type TurnWatcher interface {
 // no process of the turn is left (the turn card's receipt).
 type Finisher interface {
 	Finished(e queue.Event, out Outcome)
+}
+
+// LimitWatcher is an optional ability of a Replier: it is told when an
+// event waits for a usage limit of the login to reset (n non-nil) and
+// when it no longer waits (nil).
+type LimitWatcher interface {
+	Limited(e queue.Event, n *limit.Notice)
 }
 
 // RunObserver is an optional ability of a Replier: it is told where and
@@ -236,6 +244,11 @@ type Options struct {
 	// can be asked about (heartbeats, cron jobs, hooks, webhooks): allow
 	// when set, deny otherwise (SCHEDULED_TOOLS_POLICY).
 	ScheduledToolsAllowed bool
+	// Limits, if set, holds the login's prompts while the model API
+	// refuses it for a usage limit with a reset time: a refused prompt
+	// waits for the reset and runs again, the others wait before they
+	// run. Nil fails such prompts at once.
+	Limits *limit.Gate
 }
 
 // Runtime processes events.
@@ -467,7 +480,16 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 	if inline {
 		r.hooks.AgentBegin(ctx, e)
 	}
-	out := r.turn(ctx, e, log)
+	var out Outcome
+	if err := r.opts.Limits.Do(ctx, r.limitWatch(e, log), func() (limit.Limit, bool) {
+		out = r.turn(ctx, e, log)
+		return limit.Of(out.Err)
+	}); err != nil && out.Err == nil {
+		out.Err = err // stopped or shut down while waiting behind the limit
+	}
+	if limit.WithoutReset(out.Err) && out.Reply != "" {
+		out.Reply += "\n\n" + limit.NoResetNote
+	}
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, queue.ErrStopped):
 		// Stopped on request (/claude-stop): whoever stopped it has been
@@ -531,6 +553,24 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 	}
 	ev.Msg("event finished")
 	return out
+}
+
+// HoldForLimits makes g hold the runtime's prompts while the login's
+// usage limit lasts (Options.Limits). Call it before the first event.
+func (r *Runtime) HoldForLimits(g *limit.Gate) { r.opts.Limits = g }
+
+// limitWatch tells the Replier (when it listens) and the log about e's
+// waits for a usage limit to reset.
+func (r *Runtime) limitWatch(e queue.Event, log zerolog.Logger) func(*limit.Notice) {
+	w, _ := r.out.(LimitWatcher)
+	return func(n *limit.Notice) {
+		if n != nil {
+			log.Info().Time("reset_at", n.Limit.ResetAt).Str("window", n.Limit.Window).Bool("own", n.Own).Msg("waiting for the usage limit to reset")
+		}
+		if w != nil {
+			w.Limited(e, n)
+		}
+	}
 }
 
 // deliver hands the reply to the Replier, with the outbox's files when it

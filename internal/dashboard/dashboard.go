@@ -212,6 +212,19 @@ type Health struct {
 	Ready      bool   `json:"ready"`
 	// Reason says why it is not ready.
 	Reason string `json:"reason,omitempty"`
+	// Limit is the login's usage limit while it holds prompts back; nil
+	// when there is none.
+	Limit *Limit `json:"limit,omitempty"`
+}
+
+// Limit is a usage limit the model API reported for the gateway's login:
+// prompts wait until ResetAt and then run by themselves.
+type Limit struct {
+	ResetAt time.Time `json:"reset_at"`
+	// Window names the limit when the CLI did ("five_hour", ...).
+	Window string `json:"window,omitempty"`
+	// Waiting is how many prompts wait for it.
+	Waiting int `json:"waiting"`
 }
 
 // Update is one change to State. Payload's type follows Kind; build

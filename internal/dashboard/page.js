@@ -470,6 +470,13 @@
     var cli = (h.cli || 'CLI') + (h.cli_version ? ' ' + h.cli_version : '');
     badge('badge-cli', cli, h.cli_version ? 'ok' : 'muted');
     badge('badge-ready', h.ready ? 'ready' : 'not ready' + (h.reason ? ': ' + h.reason : ''), h.ready ? 'ok' : 'bad');
+    var lim = $('badge-limit');
+    lim.hidden = !h.limit;
+    if (h.limit) {
+      var at = new Date(h.limit.reset_at);
+      badge('badge-limit', 'usage limit reached; resumes at ' + at.toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'}) +
+        ' (' + (h.limit.waiting || 0) + ' waiting)', 'bad');
+    }
   }
 
   // ---- the stream ----

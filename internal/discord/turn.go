@@ -18,6 +18,7 @@ import (
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/card"
+	"github.com/agentgateway/gateway/internal/limit"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -70,6 +71,11 @@ type turn struct {
 	pacer    *card.Pacer
 	halted   bool
 	stopping bool
+	// waiting is what the turn waits for while a usage limit lasts (nil
+	// when it does not wait); cancelledAt is the reset of the limit it
+	// waited for when it was stopped waiting.
+	waiting     *limit.Notice
+	cancelledAt time.Time
 }
 
 // followsTurn reports whether e is a turn the bot follows: a prompt from
@@ -146,9 +152,10 @@ func (t *turn) run() {
 func (t *turn) create() bool {
 	t.mu.Lock()
 	t.state.Elapsed = t.b.clock.Since(t.started)
-	text := card.Render(t.state)
+	text := card.Render(t.shownLocked())
+	buttons := t.buttonsLocked()
 	t.mu.Unlock()
-	row, _ := buttonRow(text, stopButtons(t.e.ID))
+	row, _ := buttonRow(text, buttons)
 	var id discord.MessageID
 	var err error
 	if t.in != nil {
@@ -210,10 +217,11 @@ func stopButtons(event uint64) []Button {
 func (t *turn) send(ctx context.Context, frame string) (time.Duration, error) {
 	t.mu.Lock()
 	id, onAnswer, stopping := t.cardID, t.onAnswer, t.stopping
+	buttons := t.buttonsLocked()
 	t.mu.Unlock()
 	var row discord.ContainerComponents
 	if !stopping {
-		row, _ = buttonRow(frame, stopButtons(t.e.ID))
+		row, _ = buttonRow(frame, buttons)
 	} else {
 		row = discord.ContainerComponents{}
 	}
@@ -260,7 +268,7 @@ func (t *turn) refresh() {
 		return
 	}
 	t.state.Elapsed = t.b.clock.Since(t.started)
-	t.pacer.Update(card.Render(t.state))
+	t.pacer.Update(card.Render(t.shownLocked()))
 }
 
 // observe applies one live event of the CLI to the card.
@@ -439,6 +447,7 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 	t.mu.Lock()
 	id, onAnswer := t.cardID, t.onAnswer
 	st := t.state
+	cancelledAt := t.cancelledAt
 	st.Elapsed = b.clock.Since(t.started)
 	t.mu.Unlock()
 	if !id.IsValid() {
@@ -447,6 +456,8 @@ func (b *Bot) Finished(e queue.Event, out agent.Outcome) {
 	r := card.Receipt{Phase: card.Finished, Tools: len(st.Tools), Elapsed: st.Elapsed, CostUSD: out.Result.CostUSD, Estimate: out.Result.CostEstimated}
 	var text string
 	switch {
+	case out.Stopped && !cancelledAt.IsZero():
+		text = card.LimitCancelled(cancelledAt, "")
 	case out.Stopped:
 		r.Phase = card.Stopped
 		if out.Result.SessionCostUSD == 0 && out.Result.CostUSD == 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/agentgateway/gateway/internal/hold"
 	"github.com/agentgateway/gateway/internal/jsinbox"
 	"github.com/agentgateway/gateway/internal/kvdeferred"
+	"github.com/agentgateway/gateway/internal/limit"
 	"github.com/agentgateway/gateway/internal/proc"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -74,6 +75,8 @@ type assembly struct {
 	wts      *worktrees
 	core     *Core
 	finished atomic.Uint64 // events processed, for trimWhenIdle
+	// limits holds the login's prompts while a usage limit lasts.
+	limits *limit.Gate
 
 	// buildSchedule
 	sched    *schedule.Scheduler
@@ -334,6 +337,9 @@ func (g *assembly) buildCore(context.Context) error {
 		return err
 	}
 	g.core = core
+	g.limits = limit.New(g.opts.Clock)
+	core.Runtime.HoldForLimits(g.limits)
+	g.ctl.limits = g.limits
 	g.ctl.sessions, g.ctl.queue, g.ctl.cli = core.Sessions, core.Queue, core.Backend
 	g.steer = core.Runtime.Steer
 	if w, ok := core.Backend.(interface{ Warm() backends.WarmStats }); ok && cfg.KeepAlive > 0 {
@@ -479,7 +485,8 @@ func (g *assembly) serveAdmin(context.Context) error {
 		return err
 	}
 	dash := &dashboardSource{hub: g.mon.Hub(), queue: core.Queue, sessions: core.Sessions, ledger: g.ledger, sched: g.sched,
-		ready: ready.check, connected: g.bot.Connected, name: g.bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger()}
+		ready: ready.check, connected: g.bot.Connected, name: g.bot.ChannelName, backend: core.Backend.Name(), log: log.With().Str("component", "dashboard").Logger(),
+		limits: g.limits}
 	if g.node != nil {
 		dash.self, dash.processes = g.node.name, g.parts.registry.List
 	}

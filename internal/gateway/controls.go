@@ -22,6 +22,7 @@ import (
 	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/discord"
+	"github.com/agentgateway/gateway/internal/limit"
 	"github.com/agentgateway/gateway/internal/project"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/session"
@@ -71,6 +72,9 @@ type controls struct {
 	queue *queue.Queue
 	// cli is the backend, for the sessions it keeps on disk (/resume).
 	cli backends.Backend
+	// limits holds the login's prompts while a usage limit lasts; nil
+	// when nothing does.
+	limits *limit.Gate
 
 	mu sync.Mutex // guards the fields below
 	// pending are the project changes waiting for Keep or Fresh, by token.
@@ -335,6 +339,9 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 			b.WriteString("Running: nothing")
 		}
 		fmt.Fprintf(&b, " · waiting: %d\n", len(waiting))
+	}
+	if l, ok := c.limits.Current(); ok {
+		b.WriteString("⏸️ " + card.LimitStatus(l.ResetAt, c.limits.Left(), c.limits.Waiting()) + "\n")
 	}
 	if c.warm != nil {
 		w := c.warm()

@@ -15,6 +15,7 @@ import (
 	"github.com/agentgateway/gateway/internal/cluster"
 	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/dashboard"
+	"github.com/agentgateway/gateway/internal/limit"
 	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/schedule"
 	"github.com/agentgateway/gateway/internal/session"
@@ -37,6 +38,8 @@ type dashboardSource struct {
 	name    func(channelID string) string
 	backend string
 	log     zerolog.Logger
+	// limits is the login's usage limit gate; nil shows none.
+	limits *limit.Gate
 
 	// processes, when set, lists the gateway's processes
 	// (cluster.Registry.List): the gateway runs on several (NATS_URL) and
@@ -194,6 +197,9 @@ func (d *dashboardSource) Snapshot() dashboard.State {
 		}
 	}
 	s.Health = dashboard.Health{Discord: d.connected(), CLI: d.backend, Ready: d.ready() == nil}
+	if l, ok := d.limits.Current(); ok {
+		s.Health.Limit = &dashboard.Limit{ResetAt: l.ResetAt, Window: l.Window, Waiting: d.limits.Waiting()}
+	}
 	if d.processes != nil {
 		p := d.processList(readWait)
 		s.Processes = &p

@@ -52,6 +52,16 @@ type Notice struct {
 	// Own is set when this prompt's own run met the limit; otherwise it
 	// waits behind a limit another prompt of the login met.
 	Own bool
+
+	clock clockwork.Clock // the gate's
+}
+
+// Left is how long the wait has left by the gate's clock.
+func (n *Notice) Left() time.Duration {
+	if n.clock == nil {
+		return time.Until(n.Limit.ResetAt)
+	}
+	return n.Limit.ResetAt.Sub(n.clock.Now())
 }
 
 // Gate holds the prompts of one login while a limit lasts. The zero Gate
@@ -94,6 +104,15 @@ func (g *Gate) Current() (Limit, bool) {
 		return Limit{}, false
 	}
 	return g.limit, true
+}
+
+// Left is how long the limit in force has left; 0 when there is none.
+func (g *Gate) Left() time.Duration {
+	l, ok := g.Current()
+	if !ok {
+		return 0
+	}
+	return l.ResetAt.Sub(g.clock.Now())
 }
 
 // Waiting is how many prompts wait at the gate now.
@@ -146,7 +165,7 @@ func (g *Gate) Do(ctx context.Context, tell func(*Notice), turn func() (Limit, b
 	for {
 		if g != nil {
 			if l, closed := g.Current(); closed {
-				tell(&Notice{Limit: l, Own: own})
+				tell(&Notice{Limit: l, Own: own, clock: g.clock})
 				err := g.Wait(ctx)
 				tell(nil)
 				if err != nil {
@@ -161,4 +180,16 @@ func (g *Gate) Do(ctx context.Context, tell func(*Notice), turn func() (Limit, b
 		g.Hit(l)
 		own = true
 	}
+}
+
+// NoResetNote is what a failed prompt's reply adds when the model API
+// refused it for a rate limit without saying when it resets: the prompt
+// is not kept, so the user knows to send it again.
+const NoResetNote = "_(The model API did not say when the limit resets, so this prompt was not kept to run later: send it again in a while.)_"
+
+// WithoutReset reports whether err is a rate limit that came without a
+// reset time.
+func WithoutReset(err error) bool {
+	_, timed := backends.ResetOf(err)
+	return err != nil && backends.KindOf(err) == backends.KindRateLimit && !timed
 }

@@ -67,9 +67,14 @@ func TestDoWaitsForTheResetAndRunsAgain(t *testing.T) {
 	if runs != 2 {
 		t.Errorf("runs = %d, want 2", runs)
 	}
-	want := []*Notice{{Limit: Limit{ResetAt: reset, Window: "five_hour"}, Own: true}, nil}
-	if diff := cmp.Diff(want, told); diff != "" {
-		t.Errorf("notices (-want +got):\n%s", diff)
+	if len(told) != 2 || told[0] == nil || told[1] != nil {
+		t.Fatalf("notices = %v, want a wait then its end", told)
+	}
+	if diff := cmp.Diff(Limit{ResetAt: reset, Window: "five_hour"}, told[0].Limit); diff != "" || !told[0].Own {
+		t.Errorf("notice (-want +got):\n%s own %t", diff, told[0].Own)
+	}
+	if left := told[0].Left(); left != 0 {
+		t.Errorf("Left after the reset = %v", left)
 	}
 	if _, ok := g.Current(); ok {
 		t.Error("the gate is still closed after the reset")
