@@ -17,7 +17,7 @@ import (
 const claudeLimitTestdata = "../testdata/claude/limits"
 
 // recordedReset is the reset the fake answered usage_limit.jsonl with.
-var recordedReset = time.Unix(1795768465, 0).UTC()
+var recordedReset = time.Unix(1795769386, 0).UTC()
 
 func TestClaudeParseLimitsRecorded(t *testing.T) {
 	tests := []struct {
@@ -75,6 +75,7 @@ func TestClaudeParseLimitsHandWritten(t *testing.T) {
 		resetSecs = "1795768465"
 		later     = "1796027665"
 	)
+	handReset := time.Unix(1795768465, 0).UTC()
 	result429 := `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","result":"You've hit your limit"}`
 	event := func(status, resets, typ string) string {
 		return `{"type":"rate_limit_event","rate_limit_info":{"status":"` + status + `","resetsAt":` + resets + `,"rateLimitType":"` + typ + `"}}`
@@ -85,15 +86,15 @@ func TestClaudeParseLimitsHandWritten(t *testing.T) {
 		resetAt time.Time
 		window  string
 	}{
-		{name: "event then result", lines: []string{event("rejected", resetSecs, "five_hour"), result429}, resetAt: recordedReset, window: "five_hour"},
+		{name: "event then result", lines: []string{event("rejected", resetSecs, "five_hour"), result429}, resetAt: handReset, window: "five_hour"},
 		{name: "warning refuses nothing", lines: []string{event("allowed_warning", resetSecs, "five_hour"), result429}},
 		{name: "allowed refuses nothing", lines: []string{event("allowed", resetSecs, "seven_day"), result429}},
 		{name: "the later window wins", lines: []string{event("rejected", later, "seven_day"), event("rejected", resetSecs, "five_hour"), result429},
 			resetAt: time.Unix(1796027665, 0).UTC(), window: "seven_day"},
-		{name: "reset as a string", lines: []string{event("rejected", `"`+resetSecs+`"`, ""), result429}, resetAt: recordedReset},
+		{name: "reset as a string", lines: []string{event("rejected", `"`+resetSecs+`"`, ""), result429}, resetAt: handReset},
 		{name: "milliseconds are not a date", lines: []string{event("rejected", "1795768465000", "five_hour"), result429}},
-		{name: "legacy text", lines: []string{`{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached|` + resetSecs + `"}`}, resetAt: recordedReset},
-		{name: "params on the result only", lines: []string{`{"type":"result","is_error":true,"api_error_status":429,"api_error_params":{"rate_limit_info":{"status":"rejected","resetsAt":` + resetSecs + `}},"result":"x"}`}, resetAt: recordedReset},
+		{name: "legacy text", lines: []string{`{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached|` + resetSecs + `"}`}, resetAt: handReset},
+		{name: "params on the result only", lines: []string{`{"type":"result","is_error":true,"api_error_status":429,"api_error_params":{"rate_limit_info":{"status":"rejected","resetsAt":` + resetSecs + `}},"result":"x"}`}, resetAt: handReset},
 		{name: "no time", lines: []string{result429}},
 	}
 	for _, tt := range tests {

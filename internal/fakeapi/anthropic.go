@@ -30,6 +30,9 @@ type Anthropic struct {
 	// Guarded by the recorder\'s mu:
 	messages  int // message ids handed out
 	toolCalls int // tool_use ids handed out
+	// refusing is the limit the fake answers conversation requests with
+	// instead of the script; nil answers normally.
+	refusing *Refusal
 }
 
 // NewAnthropic starts a fake with the given script on 127.0.0.1 and a free
@@ -101,11 +104,17 @@ func (a *Anthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Kind = CountTokens
 	}
 
+	refusal := a.refusal()
+	if req.Kind == Main && refusal != nil {
+		req.Kind = Refused // the script waits for the limit to be lifted
+	}
 	turn := a.record(&req)
 	defer a.done()
 
 	w.Header().Set("request-id", fmt.Sprintf("req_fake_%04d", req.Seq))
 	switch req.Kind {
+	case Refused:
+		refusal.write(w)
 	case Main:
 		a.answer(w, r, &req, turn)
 	case Helper:
