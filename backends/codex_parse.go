@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // CodexParser turns the lines of `codex exec --json` (codex 0.169.0) into
@@ -344,6 +345,7 @@ func classifyCodexMessage(msg string) *Error {
 		e.Kind = KindAPI
 	case strings.Contains(lower, "quota"), strings.Contains(lower, "usage limit"):
 		e.Kind = KindRateLimit
+		e.ResetAt = codexUsageReset(msg, time.Now(), time.Local)
 	case strings.Contains(lower, "context window"), strings.Contains(lower, "context_length_exceeded"):
 		e.Kind = KindInvalid
 	case strings.Contains(lower, "stream disconnected"), strings.Contains(lower, "error sending request"):

@@ -300,3 +300,43 @@ func recordLimitStream(t *testing.T, name string, stream []byte) {
 		t.Fatal(err)
 	}
 }
+
+// codex on a ChatGPT plan over its usage limit: the Responses API's 429
+// usage_limit_reached, which codex turns into "… try again at 8:50 AM."
+// The gateway reads the time back (to the minute, a minute later), the
+// prompt waits and is answered after the reset.
+// CODEX_RECORD_DIR records the stream (testdata/codex/limits).
+func TestConformanceCodexUsageLimitResumes(t *testing.T) {
+	h := newCodexHarness(t, codexHarnessOptions{}, fakeapi.Text("Answered after the reset."))
+	clock := clockwork.NewFakeClockAt(time.Now())
+	gate := limit.New(clock)
+	h.rt.HoldForLimits(gate)
+	reset := time.Now().Add(72 * time.Minute)
+	h.api.RefuseUntil(reset)
+	done := make(chan agent.Outcome, 1)
+	go func() {
+		done <- h.rt.Process(context.Background(), queue.Event{ID: 1, Kind: queue.KindMessage, ChannelID: "c1", Lane: "c1", Text: "Summarise the plan.", Time: time.Now()})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	blocked := make(chan error, 1)
+	go func() { blocked <- clock.BlockUntilContext(ctx, 1) }()
+	select {
+	case err := <-blocked:
+		if err != nil {
+			t.Fatalf("the prompt never waited: %v\n%s", err, h.api.Summary())
+		}
+	case out := <-done:
+		t.Fatalf("the prompt ended instead of waiting: err %v, reply %q\n%s", out.Err, out.Reply, h.api.Summary())
+	}
+	l, ok := gate.Current()
+	if !ok || l.ResetAt.Before(reset) || l.ResetAt.After(reset.Add(2*time.Minute)) {
+		t.Errorf("gate = %v, %t; want a reset within two minutes after %v", l, ok, reset)
+	}
+	h.api.Lift()
+	clock.Advance(80 * time.Minute)
+	out := outcomeOf(t, done)
+	if out.Err != nil || !strings.Contains(out.Reply, "Answered after the reset.") {
+		t.Errorf("outcome: err %v, reply %q", out.Err, out.Reply)
+	}
+}

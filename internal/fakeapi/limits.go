@@ -101,3 +101,40 @@ func (r *Refusal) write(w http.ResponseWriter) {
 	}
 	writeError(w, APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Message: r.Message})
 }
+
+// RefuseUntil makes the fake answer every conversation request as the
+// Responses API answers a ChatGPT plan over its usage limit, until Lift:
+// HTTP 429 with the error type usage_limit_reached, plan_type, resets_at
+// (unix seconds) and resets_in_seconds. codex 0.169.0 does not retry it
+// and fails the turn with "You’ve hit your usage limit. … or try again at
+// <local time>." (testdata/codex/limits).
+func (s *Responses) RefuseUntil(reset time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusingUntil = reset
+}
+
+// Lift ends RefuseUntil: the script answers again.
+func (s *Responses) Lift() { s.RefuseUntil(time.Time{}) }
+
+func (s *Responses) refusal() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusingUntil
+}
+
+// writeUsageLimitReached answers one request with the Responses API's
+// usage limit.
+func writeUsageLimitReached(w http.ResponseWriter, reset time.Time) {
+	type detail struct {
+		Type            string `json:"type"`
+		Message         string `json:"message"`
+		PlanType        string `json:"plan_type"`
+		ResetsAt        int64  `json:"resets_at"`
+		ResetsInSeconds int64  `json:"resets_in_seconds"`
+	}
+	in := int64(time.Until(reset).Seconds())
+	writeJSON(w, http.StatusTooManyRequests, struct {
+		Error detail `json:"error"`
+	}{detail{"usage_limit_reached", "The usage limit has been reached", "plus", reset.Unix(), max(in, 0)}})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,5 +66,38 @@ func TestRefuseRetryAfter(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("retry-after") != "2" || resp.Header.Get("anthropic-ratelimit-unified-status") != "" {
 		t.Errorf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func TestResponsesRefuseUntil(t *testing.T) {
+	s := StartResponses(t, Text("after the reset"))
+	s.RefuseUntil(time.Unix(1795791600, 0))
+	body := `{"model":"m","stream":true,"tools":[{"type":"function","name":"f"}],"input":[]}`
+	resp, err := http.Post(s.URL()+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct {
+		Error struct {
+			Type     string `json:"type"`
+			ResetsAt int64  `json:"resets_at"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(b, &e) != nil || e.Error.Type != "usage_limit_reached" || e.Error.ResetsAt != 1795791600 {
+		t.Errorf("status %d body %s", resp.StatusCode, b)
+	}
+	if s.Remaining() != 1 {
+		t.Error("a refused request took a turn")
+	}
+	s.Lift()
+	resp, err = http.Post(s.URL()+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || s.Remaining() != 0 {
+		t.Errorf("after the lift: status %d, %d turns left", resp.StatusCode, s.Remaining())
 	}
 }

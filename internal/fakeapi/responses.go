@@ -33,6 +33,9 @@ type Responses struct {
 	responses int // response ids handed out
 	items     int // item ids handed out
 	toolCalls int // call ids handed out
+	// refusingUntil, when set, is the reset of the usage limit the fake
+	// answers conversation requests with instead of the script.
+	refusingUntil time.Time
 }
 
 // ResponsesRequest is one request as the Responses fake received it. Its
@@ -105,11 +108,17 @@ func (s *Responses) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	reset := s.refusal()
+	if req.Kind == Main && !reset.IsZero() {
+		req.Kind = Refused // the script waits for the limit to be lifted
+	}
 	turn := s.record(&req)
 	defer s.done()
 
 	w.Header().Set("x-request-id", fmt.Sprintf("req_fake_%04d", req.Seq))
 	switch {
+	case req.Kind == Refused:
+		writeUsageLimitReached(w, reset)
 	case req.Kind == Main:
 		s.answer(w, r, &req, turn)
 	case req.Kind == Helper:
