@@ -321,8 +321,6 @@ type Bot struct {
 	out      outbox
 	buttons  buttons
 	commands commands
-	// voice keeps the transcripts of voice prompts for their cards.
-	voice voiceState
 	// turns are the running events' cards, by event id (guarded by mu).
 	turns map[uint64]*turn
 	// adopted are the slash commands another process received that this

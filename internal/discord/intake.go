@@ -181,11 +181,16 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 		go b.notice(m.ChannelID, m.ID, emptyPrompt)
 		return
 	}
+	b.submitMessage(messageEvent(m, member, withAttachments(prompt, files), files), m, log)
+}
+
+// messageEvent is the event of a prompt message m whose prompt is text.
+func messageEvent(m discord.Message, member *discord.Member, text string, files []queue.Attachment) queue.Event {
 	e := queue.Event{
 		Kind:        queue.KindMessage,
 		Source:      Source,
 		ChannelID:   m.ChannelID.String(),
-		Text:        withAttachments(prompt, files),
+		Text:        text,
 		UserID:      m.Author.ID.String(),
 		Author:      displayName(m.Author, member),
 		ReplyTo:     m.ID.String(),
@@ -195,6 +200,13 @@ func (b *Bot) handleMessage(m discord.Message, member *discord.Member) {
 	if m.GuildID.IsValid() {
 		e.GuildID = m.GuildID.String()
 	}
+	return e
+}
+
+// submitMessage opens e's thread when its channel answers in threads,
+// scopes its session and hands it to the intake, telling m's author what
+// became of it.
+func (b *Bot) submitMessage(e queue.Event, m discord.Message, log zerolog.Logger) {
 	thread := false
 	if opens, missing := b.opensThread(m.ChannelID, m.GuildID); opens {
 		thread = b.threadOfMessage(&e, m, log)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/agentgateway/gateway/internal/card"
 	"github.com/agentgateway/gateway/internal/files"
-	"github.com/agentgateway/gateway/internal/queue"
 	"github.com/agentgateway/gateway/internal/transcribe"
 )
 
@@ -59,49 +57,13 @@ type VoiceOptions struct {
 	RetryBackoff time.Duration
 }
 
-// voiceState is what the bot remembers of transcribed voice messages: the
-// transcript of each, by event key, for its turn's card. It is bounded:
-// a prompt dropped before its turn leaves its entry for the oldest to push
-// out, and a card after a restart goes without its quote.
-type voiceState struct {
-	mu    sync.Mutex // guards the fields below
-	heard map[string]string
-	order []string
-}
-
-// maxHeard bounds the transcripts kept for cards.
-const maxHeard = 256
-
-func (v *voiceState) remember(key, text string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.heard == nil {
-		v.heard = map[string]string{}
-	}
-	if _, ok := v.heard[key]; !ok {
-		v.order = append(v.order, key)
-	}
-	v.heard[key] = text
-	for len(v.order) > maxHeard {
-		delete(v.heard, v.order[0])
-		v.order = v.order[1:]
-	}
-}
-
-func (v *voiceState) transcript(key string) string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.heard[key]
-}
-
 // quoteHeard puts a voice prompt's transcript on its card, and shows the
 // card at once: the user sees what was heard before the answer.
 func (t *turn) quoteHeard() {
-	heard := t.b.voice.transcript(t.e.Key)
-	if heard == "" || t.e.Source != Source {
+	if !t.e.Voice || t.e.Text == "" {
 		return
 	}
-	t.state.Heard = heard
+	t.state.Heard = t.e.Text
 	select {
 	case t.show <- struct{}{}:
 	default:
@@ -207,7 +169,6 @@ func (b *Bot) transcribeVoice(m discord.Message, member *discord.Member, a disco
 		return
 	}
 	log.Info().Int("characters", len([]rune(text))).Msg("voice message transcribed")
-	b.voice.remember(MessageKey(m.ID.String()), text)
 	b.takeTranscript(m, member, text, log)
 }
 
@@ -370,57 +331,10 @@ func (b *Bot) voiceNotice(m discord.Message, text string, log zerolog.Logger) {
 }
 
 // takeTranscript is the intake of a transcribed voice message: the
-// transcript is its prompt, exactly as if the user had typed it. What
-// follows is handleMessage's own path from its event on.
+// transcript is the prompt, as if the user had typed it, marked as heard
+// so that its card quotes it (after a restart too, and on a worker).
 func (b *Bot) takeTranscript(m discord.Message, member *discord.Member, transcript string, log zerolog.Logger) {
-	e := queue.Event{
-		Kind:      queue.KindMessage,
-		Source:    Source,
-		ChannelID: m.ChannelID.String(),
-		Text:      transcript,
-		UserID:    m.Author.ID.String(),
-		Author:    displayName(m.Author, member),
-		ReplyTo:   m.ID.String(),
-		Key:       MessageKey(m.ID.String()),
-	}
-	if m.GuildID.IsValid() {
-		e.GuildID = m.GuildID.String()
-	}
-	thread := false
-	if opens, missing := b.opensThread(m.ChannelID, m.GuildID); opens {
-		thread = b.threadOfMessage(&e, m, log)
-	} else if missing != "" {
-		b.missingThreadPermission(m.ChannelID, m.ID, missing)
-	}
-	b.scopeSession(&e)
-	if b.stopping.Load() {
-		b.keep(e, log)
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if sub, ok := b.intake.(Submitter); ok {
-		p, err := sub.Submit(e)
-		if err != nil {
-			b.refusedLocked(m, err, log)
-			return
-		}
-		go func() {
-			rcpt, err := p.Wait()
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if err != nil {
-				b.refusedLocked(m, err, log)
-				return
-			}
-			b.acceptedLocked(m, rcpt, thread, true, log)
-		}()
-		return
-	}
-	rcpt, err := b.intake.Enqueue(e)
-	if err != nil {
-		b.refusedLocked(m, err, log)
-		return
-	}
-	b.acceptedLocked(m, rcpt, thread, false, log)
+	e := messageEvent(m, member, transcript, nil)
+	e.Voice = true
+	b.submitMessage(e, m, log)
 }

@@ -259,7 +259,7 @@ func TestVoiceMessageTranscriptionFails(t *testing.T) {
 func TestVoicePromptSurvivesARestart(t *testing.T) {
 	const heard = "summarise the open pull requests"
 	stt := fakeapi.StartTranscribe(t, "", fakeapi.Transcript{Text: heard})
-	env := map[string]string{config.EnvTranscribeURL: stt.URL()}
+	env := map[string]string{config.EnvTranscribeURL: stt.URL(), config.EnvTurnCard: config.TurnCardReceipt}
 	started := make(chan struct{}, 1)
 	signals := make(chan os.Signal, 1)
 	first := startGateway(t, harnessOptions{env: env, signals: signals, respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
@@ -286,7 +286,27 @@ func TestVoicePromptSurvivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	second := startGateway(t, harnessOptions{env: env, fd: first.fd, configDir: first.cfg.ConfigDir})
+	// The voice prompt's turn holds until its card is up, so that the
+	// card shows whatever the turn's speed.
+	fd := first.fd
+	cardUp := func() bool {
+		for _, bm := range fd.BotMessages(first.channel) {
+			if bm.Reference != nil && bm.Reference.MessageID == m.ID && strings.Contains(bm.Content, "> 🎙️ "+heard) {
+				return true
+			}
+		}
+		return false
+	}
+	second := startGateway(t, harnessOptions{env: env, fd: fd, configDir: first.cfg.ConfigDir, respond: func(ctx context.Context, req backends.Request, emit func(backends.Event)) (backends.Result, error) {
+		if strings.Contains(req.Prompt, heard) {
+			wctx, cancel := context.WithTimeout(ctx, waitLong)
+			defer cancel()
+			if err := fd.WaitUntil(wctx, cardUp); err != nil {
+				return backends.Result{}, err
+			}
+		}
+		return backends.Result{Text: "echo: " + req.Prompt, SessionID: "fake-session-1"}, nil
+	}})
 	second.guild, second.channel, second.user = first.guild, first.channel, first.user
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -304,6 +324,16 @@ func TestVoicePromptSurvivesARestart(t *testing.T) {
 	if n := len(stt.Requests()); n != 1 {
 		t.Errorf("%d transcription requests, want the one before the restart", n)
 	}
+	// The event carries what was heard, so the card after the restart
+	// still quotes it.
+	second.fd.Wait(t, "the receipt after the restart", waitLong, func() bool {
+		for _, bm := range fd.BotMessages(first.channel) {
+			if bm.Reference != nil && bm.Reference.MessageID == m.ID && strings.HasPrefix(bm.Content, "✅") && strings.Contains(bm.Content, "> 🎙️ "+heard) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // A gateway stopping while a voice message is transcribed tells its

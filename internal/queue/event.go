@@ -62,6 +62,9 @@ type Event struct {
 	// PermissionMode overrides PERMISSION_MODE for this event: "plan"
 	// for a prompt given with /plan.
 	PermissionMode string `json:",omitempty"`
+	// Voice marks a prompt transcribed from a voice message: Text is the
+	// transcript, which its card quotes.
+	Voice bool `json:",omitempty"`
 	// SessionKey picks the session binding; empty means ChannelID. Events
 	// without either run in a fresh session that is not kept.
 	SessionKey string
