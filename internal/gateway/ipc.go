@@ -177,11 +177,15 @@ func fileProblem(err error, limit int64) error {
 }
 
 // secretsOf returns the strings no file the gateway uploads may
-// contain: the Discord token, the model credentials and the webhook
-// secrets agents.md names (read when asked: the schedule reloads).
+// contain: the Discord token, the transcription key, the model
+// credentials and the webhook secrets agents.md names (read when asked:
+// the schedule reloads).
 func secretsOf(cfg *config.Config, webhooks func() []schedule.Webhook) func() []string {
 	return func() []string {
 		secrets := []string{cfg.DiscordToken}
+		if cfg.TranscribeAPIKey != "" {
+			secrets = append(secrets, cfg.TranscribeAPIKey)
+		}
 		for name, val := range cfg.ProviderEnv {
 			if config.IsModelCredential(name) {
 				secrets = append(secrets, val)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentgateway/gateway/internal/config"
 	"github.com/agentgateway/gateway/internal/files"
 )
 
@@ -64,5 +66,17 @@ func TestIPCPostReadsFilesThroughTheGuard(t *testing.T) {
 	}
 	if len(bot.posted) != 1 {
 		t.Errorf("the rewritten file was posted: %d messages", len(bot.posted))
+	}
+}
+
+// No file the gateway uploads may carry the transcription key: it is a
+// secret of the gateway's like the bot token.
+func TestSecretsOfIncludeTheTranscriptionKey(t *testing.T) {
+	cfg := &config.Config{DiscordToken: "discord-token-0123456789", TranscribeAPIKey: "transcribe-key-0123456789"}
+	got := secretsOf(cfg, nil)()
+	for _, want := range []string{cfg.DiscordToken, cfg.TranscribeAPIKey} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secretsOf = %q, want %q among them", got, want)
+		}
 	}
 }
