@@ -481,11 +481,18 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		r.hooks.AgentBegin(ctx, e)
 	}
 	var out Outcome
-	if err := r.opts.Limits.Do(ctx, r.limitWatch(e, log), func() (limit.Limit, bool) {
+	waitErr := r.opts.Limits.Do(ctx, r.limitWatch(e, log), func() (limit.Limit, bool) {
 		out = r.turn(ctx, e, log)
 		return limit.Of(out.Err)
-	}); err != nil && out.Err == nil {
-		out.Err = err // stopped or shut down while waiting behind the limit
+	})
+	if waitErr != nil && out.Err == nil {
+		out.Err = waitErr // stopped or shut down while waiting behind the limit
+	}
+	if errors.Is(waitErr, limit.ErrClosed) {
+		// The gateway stops: the prompt stays in the inbox and waits
+		// again at the next start.
+		log.Info().Msg("stopped waiting for the usage limit: the gateway stops")
+		out.Reply, out.Interrupted = "", true
 	}
 	if limit.WithoutReset(out.Err) && out.Reply != "" {
 		out.Reply += "\n\n" + limit.NoResetNote

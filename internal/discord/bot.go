@@ -134,6 +134,9 @@ type Options struct {
 	// CardWarning, if set, returns a line the card shows from its start
 	// (a budget nearly used up); "" for none.
 	CardWarning func(queue.Event) string
+	// IntakeStopped, if set, is called when StopIntake is: the gateway
+	// begins to stop (prompts waiting for a usage limit let go).
+	IntakeStopped func()
 	// Steer, if set, is offered each prompt that has to wait behind its
 	// channel's running turn; it reports whether the prompt was written
 	// into that turn (STEER=steer). Such a prompt gets a 📨 instead of ⏳.
@@ -623,6 +626,9 @@ func (b *Bot) Wait(ctx context.Context) error {
 // replies to accepted ones are still delivered.
 func (b *Bot) StopIntake() {
 	b.stopping.Store(true)
+	if b.opts.IntakeStopped != nil {
+		b.opts.IntakeStopped()
+	}
 }
 
 // Close disconnects from Discord and stops background work. Replies still

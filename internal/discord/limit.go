@@ -60,6 +60,16 @@ func cancelButton(event uint64) []Button {
 	return []Button{{ID: stopButton + strconv.FormatUint(event, 10), Label: "Cancel", Style: ButtonDanger}}
 }
 
+// cancellableBy reports whether the press may cancel the turn as an
+// approver may (APPROVER_IDS, APPROVER_ROLE_IDS): while it waits for a
+// usage limit, the approvers may cancel anyone's prompt.
+func (t *turn) cancellableBy(p Press) bool {
+	t.mu.Lock()
+	waiting := t.waiting != nil
+	t.mu.Unlock()
+	return waiting && t.b.isApprover(p.UserID, p.Roles)
+}
+
 // buttonsLocked are the card's buttons now. t.mu must be held.
 func (t *turn) buttonsLocked() []Button {
 	if t.waiting != nil {

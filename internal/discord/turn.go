@@ -620,7 +620,7 @@ func (b *Bot) onStopPress(_ context.Context, p Press) PressAnswer {
 	if err != nil || t == nil || t.channel.String() != p.ChannelID {
 		return PressAnswer{} // a late tap: the turn is over
 	}
-	if !b.mayStop(p.UserID, t.e) {
+	if !b.mayStop(p.UserID, t.e) && !t.cancellableBy(p) {
 		return PressAnswer{Notice: notYourTurn}
 	}
 	b.stopTurn(t, p.UserID, all)

@@ -191,6 +191,9 @@ func (g *assembly) buildDiscord(context.Context) error {
 	g.ctl = newControls(cfg, nil, g.ledger, cfg.Backend, nil, log.With().Str("component", "controls").Logger())
 	g.ctl.threads = g.threads
 	g.dopts.CardWarning = g.ctl.warning
+	// A shutdown does not wait for a usage limit's reset: the prompts
+	// waiting for it stay in the inbox for the next start.
+	g.dopts.IntakeStopped = func() { g.limits.Close() }
 	g.dopts.Files = g.guard
 	// Voice messages: the recording is fetched under the attachments'
 	// rules, then sent to TRANSCRIBE_URL; the key stays in this process.

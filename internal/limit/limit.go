@@ -72,14 +72,31 @@ type Gate struct {
 	mu      sync.Mutex // guards limit and waiting
 	limit   Limit      // the latest limit met; over once its ResetAt has passed
 	waiting int        // prompts in Wait now
+
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 }
+
+// ErrClosed is what Wait and Do return once the gate is closed for a
+// shutdown: the waiting prompts stop waiting and stay for the next start.
+var ErrClosed = errors.New("the gateway is stopping")
 
 // New returns an open gate that tells the time by clock.
 func New(clock clockwork.Clock) *Gate {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	return &Gate{clock: clock}
+	return &Gate{clock: clock, closed: make(chan struct{})}
+}
+
+// Close ends every wait at once with ErrClosed, and every later one: the
+// gateway is stopping, and a prompt waiting for a reset hours away must
+// not hold its drain. Safe to call more than once, and on a nil gate.
+func (g *Gate) Close() {
+	if g == nil {
+		return
+	}
+	g.closeOnce.Do(func() { close(g.closed) })
 }
 
 // Hit closes the gate until l.ResetAt. A reset earlier than the one in
@@ -147,6 +164,9 @@ func (g *Gate) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			timer.Stop()
 			return context.Cause(ctx)
+		case <-g.closed:
+			timer.Stop()
+			return ErrClosed
 		}
 	}
 }
@@ -155,8 +175,9 @@ func (g *Gate) Wait(ctx context.Context) error {
 // limit with a reset still ahead, the gate closes until then and the turn
 // runs again after the reset, as often as it takes. tell, if not nil, is
 // told before each wait what the prompt waits for, and nil when the wait
-// is over. Do returns ctx's cause when ctx ended during a wait (the
-// turn's latest outcome stands), nil otherwise.
+// is over. Do returns ctx's cause when ctx ended during a wait, and
+// ErrClosed when the gate was closed during one (the turn's latest
+// outcome stands), nil otherwise.
 func (g *Gate) Do(ctx context.Context, tell func(*Notice), turn func() (Limit, bool)) error {
 	if tell == nil {
 		tell = func(*Notice) {}

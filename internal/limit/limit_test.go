@@ -143,6 +143,31 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	}
 }
 
+// Close ends the waits at once (a shutdown), and the prompt is not run.
+func TestCloseEndsTheWaits(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	g := New(clock)
+	g.Hit(Limit{ResetAt: start.Add(time.Hour)})
+	done := make(chan error)
+	go func() {
+		done <- g.Do(context.Background(), nil, func() (Limit, bool) {
+			t.Error("a prompt ran at a closed gate")
+			return Limit{}, false
+		})
+	}()
+	waitForWaiters(t, clock, 1)
+	g.Close()
+	g.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("err = %v, want ErrClosed", err)
+	}
+	if err := g.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("a later wait: %v", err)
+	}
+	var nilGate *Gate
+	nilGate.Close()
+}
+
 func TestALaterLimitMetWhileWaitingIsWaitedFor(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(start)
 	g := New(clock)
