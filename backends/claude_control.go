@@ -7,10 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/rs/zerolog"
 )
@@ -32,10 +29,14 @@ type Approval struct {
 	// session" can add (its permission_suggestions).
 	CanRemember bool
 	// Plan is the plan an ExitPlanMode call asks the user to approve: its
-	// input's "plan" when the model gave one there, else the plan file the
-	// model wrote this turn (claude 2.1.330 keeps plans in
-	// ~/.claude/plans/*.md and sends ExitPlanMode with an empty input).
+	// input's "plan", when the model gave one there.
 	Plan string
+	// PlanFile is otherwise the plan file the model wrote this turn
+	// (claude 2.1.330 keeps plans in ~/.claude/plans/*.md and sends
+	// ExitPlanMode with an empty input). It is a path the agent chose:
+	// it must be read as the agent would read it, never through a link
+	// and never one of the gateway's own files (files.Guard).
+	PlanFile string
 }
 
 // Tools whose can_use_tool request is a question for the user rather than
@@ -316,9 +317,6 @@ func sessionSuggestions(raw json.RawMessage) []map[string]any {
 	return out
 }
 
-// maxPlanBytes bounds the plan file read for an ExitPlanMode approval.
-const maxPlanBytes = 256 << 10
-
 // planFiles follows a turn's tool calls to know the plan file the model
 // writes in plan mode (claude 2.1.330 tells it to create
 // ~/.claude/plans/<slug>.md and sends ExitPlanMode with an empty input),
@@ -351,18 +349,11 @@ func isPlanFile(path string) bool {
 		filepath.Base(filepath.Dir(filepath.Dir(path))) == ".claude"
 }
 
-// fill sets an ExitPlanMode approval's Plan from the plan file when its
-// input had none. A file that cannot be read leaves it empty: the user
-// is then asked about a plan they cannot see, and told so.
+// fill names the plan file on an ExitPlanMode approval whose input had
+// no plan; it reads nothing (see Approval.PlanFile).
 func (p *planFiles) fill(a *Approval) {
 	if a == nil || a.Tool != ToolExitPlanMode || a.Plan != "" || p.path == "" {
 		return
 	}
-	f, err := os.Open(p.path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, maxPlanBytes))
-	a.Plan = strings.ToValidUTF8(string(b), "")
+	a.PlanFile = p.path
 }

@@ -273,20 +273,20 @@ func TestPlanFiles(t *testing.T) {
 	p.observe(use("Read", filepath.Join(home, ".claude", "plans", "other.md")))
 	a := Approval{Tool: ToolExitPlanMode, Input: json.RawMessage(`{}`)}
 	p.fill(&a)
-	if a.Plan != "" {
-		t.Fatalf("plan before any plan file was written = %q", a.Plan)
+	if a.PlanFile != "" {
+		t.Fatalf("plan file before any plan file was written = %q", a.PlanFile)
 	}
 	p.observe(use("Write", plan))
 	p.fill(&a)
-	if a.Plan != "# Plan\n1. Write hello.txt\n" {
-		t.Errorf("plan = %q, want the plan file's text", a.Plan)
+	if a.PlanFile != plan || a.Plan != "" {
+		t.Errorf("plan file = %q, plan %q; want %q named and nothing read", a.PlanFile, a.Plan, plan)
 	}
 	// A plan in the input wins; other tools are left alone.
 	given := Approval{Tool: ToolExitPlanMode, Plan: "inline"}
 	p.fill(&given)
 	bash := Approval{Tool: "Bash"}
 	p.fill(&bash)
-	if given.Plan != "inline" || bash.Plan != "" {
+	if given.Plan != "inline" || given.PlanFile != "" || bash.PlanFile != "" {
 		t.Errorf("plans = %q, %q; want inline and none", given.Plan, bash.Plan)
 	}
 	// The input's plan, when the model gave one there.

@@ -352,7 +352,7 @@ func (c *Claude) runInteractive(ctx context.Context, req Request, emit func(Even
 		out = c.turn(ctx, cp, req, emit)
 		out.retry = false
 	}
-	c.pool.release(cp, out.reusable)
+	c.pool.release(cp, out.reusable && !cp.modeSwitched)
 	out.res.Warm = warm
 	if out.err != nil {
 		return out.res, out.err

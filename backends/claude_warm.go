@@ -97,6 +97,12 @@ type claudeProc struct {
 	spawned  time.Time
 	writeMu  sync.Mutex // serialises writes to stdin
 
+	// modeSwitched is set once an answer switched its permission mode (an
+	// allowed ExitPlanMode leaves plan mode; an approved plan goes on in
+	// acceptEdits): it no longer matches settings, so it is not kept for
+	// another turn. Written by the turn's goroutine only.
+	modeSwitched bool
+
 	steerMu sync.Mutex // guards accepting and steered
 	// accepting is set while a turn runs and may take steered messages.
 	accepting bool
@@ -345,6 +351,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 	var interruptC <-chan time.Time
 	interrupted := false
 	stoppedByDenial := false // answered "deny and stop"
+	var plans planFiles      // the plan file the turn writes, for ExitPlanMode
 	ownEchoed := false       // claude echoed the turn's own prompt
 	var fatal *Error
 	interrupt := func(why string) {
@@ -384,6 +391,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 					_ = cp.write(unsupportedAnswer(cl.RequestID, cl.Subtype))
 					continue
 				}
+				plans.fill(cl.Approval)
 				actx, cancel := context.WithCancelCause(ctx)
 				pending[cl.RequestID] = cancel
 				pauseHang()
@@ -418,6 +426,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 					continue
 				}
 				for _, ev := range events {
+					plans.observe(ev)
 					if isModelOutput(ev) {
 						modelOutput = true
 					}
@@ -466,6 +475,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 			}
 			delete(pending, d.c.RequestID)
 			stoppedByDenial = stoppedByDenial || (!d.v.Allow && d.v.Interrupt)
+			cp.modeSwitched = cp.modeSwitched || (d.v.Allow && (d.v.Mode != "" || d.c.Approval.Tool == ToolExitPlanMode))
 			if err := cp.write(approvalAnswer(d.c, d.v)); err != nil {
 				cp.log.Debug().Err(err).Msg("could not answer claude's approval request")
 			}

@@ -408,7 +408,7 @@ func TestConformanceDiscordQuestions(t *testing.T) {
 
 // planFilesFollowed says backends/claude_warm.go's turn loop feeds
 // planFiles (observe each event, fill each approval).
-const planFilesFollowed = false
+const planFilesFollowed = true
 
 // TestConformanceDiscordPlanFromFile: claude 2.1.330 sends ExitPlanMode
 // with an empty input and keeps the plan in ~/.claude/plans/<slug>.md,

@@ -2,12 +2,14 @@ package discord
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/card"
+	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
@@ -32,6 +34,27 @@ const (
 	planReviseTo = "\n\nRevise the plan accordingly, then call ExitPlanMode again."
 )
 
+// maxPlanBytes bounds the plan file read for a plan message.
+const maxPlanBytes = 256 << 10
+
+// readPlanFile returns the plan file the model wrote, read through the
+// files guard: the agent chose the path, so it is read as the agent would
+// read it, never through a link, never one of the gateway's own files and
+// never one holding its secrets. A plan that cannot be read is empty: the
+// user is then told it could not be shown.
+func (b *Bot) readPlanFile(e queue.Event, path string) string {
+	guard := b.opts.Files
+	if guard == nil {
+		guard = &files.Guard{}
+	}
+	data, err := guard.Read(path, filepath.Dir(path), maxPlanBytes)
+	if err != nil {
+		b.log.Info().Uint64("event", e.ID).Err(err).Msg("the plan file could not be read for the plan message")
+		return ""
+	}
+	return strings.ToValidUTF8(string(data), "")
+}
+
 // pendingPlan is what an open plan message holds beyond the approval it
 // is registered as.
 type pendingPlan struct {
@@ -46,6 +69,9 @@ type pendingPlan struct {
 // Approve lets the turn go on in PlanApprovedMode; a note sends the model
 // back to planning with it.
 func (b *Bot) reviewPlan(ctx context.Context, e queue.Event, a backends.Approval) agent.Decision {
+	if a.Plan == "" && a.PlanFile != "" {
+		a.Plan = b.readPlanFile(e, a.PlanFile)
+	}
 	pl := &pendingPlan{view: card.Plan{Text: a.Plan, Attached: card.PlanAttached(a.Plan), Asker: e.UserID,
 		Timeout: b.approvalTimeout(), Mode: PlanApprovedMode}}
 	p := &pendingApproval{e: e, channel: e.ChannelID, answer: make(chan agent.Decision, 1), posted: make(chan struct{})}

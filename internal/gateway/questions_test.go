@@ -40,7 +40,22 @@ while IFS= read -r line; do
 	*'"type":"user"'*) ;;
 	*) continue ;;
 	esac
+	write=
 	case "$line" in
+	*planfile*)
+		tool=ExitPlanMode
+		input='{}'
+		mkdir -p @PLANS@
+		printf '# Plan from the file\n\n1. Write hello.txt\n' > @PLANS@/from-file.md
+		write=@PLANS@/from-file.md
+		;;
+	*planlink*)
+		tool=ExitPlanMode
+		input='{}'
+		mkdir -p @PLANS@
+		ln -sf @PLANS@/../../secret.txt @PLANS@/linked.md
+		write=@PLANS@/linked.md
+		;;
 	*colour*)
 		tool=AskUserQuestion
 		input='{"questions":[{"question":"Which colour should the button be?","header":"Colour","options":[{"label":"Blue","description":"Matches the logo"},{"label":"Green","description":"Reads as go"}],"multiSelect":false}]}'
@@ -60,6 +75,9 @@ while IFS= read -r line; do
 	*) continue ;;
 	esac
 	echo '{"type":"system","subtype":"init","cwd":"/w","session_id":"s-q","tools":["AskUserQuestion","ExitPlanMode"],"model":"fake"}'
+	if [ -n "$write" ]; then
+		printf '{"type":"assistant","session_id":"s-q","message":{"id":"m0","role":"assistant","content":[{"type":"tool_use","id":"toolu_0","name":"Write","input":{"file_path":"%s","content":"plan"}}]}}\n' "$write"
+	fi
 	printf '{"type":"assistant","session_id":"s-q","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"%s","input":%s}]}}\n' "$tool" "$input"
 	printf '{"type":"control_request","request_id":"perm-1","request":{"subtype":"can_use_tool","tool_name":"%s","display_name":"%s","input":%s,"tool_use_id":"toolu_1","requires_user_interaction":true}}\n' "$tool" "$tool" "$input"
 	IFS= read -r line || exit 0
@@ -83,7 +101,9 @@ func startQuestionsGateway(t *testing.T, o harnessOptions) *approvalHarness {
 	dir := t.TempDir()
 	stdin := filepath.Join(dir, "stdin.log")
 	script := filepath.Join(dir, "claude")
-	if err := os.WriteFile(script, []byte(strings.ReplaceAll(questionsClaude, "@LOG@", "'"+stdin+"'")), 0o755); err != nil {
+	plans := filepath.Join(dir, "home", ".claude", "plans")
+	text := strings.NewReplacer("@LOG@", "'"+stdin+"'", "@PLANS@", "'"+plans+"'").Replace(questionsClaude)
+	if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	claude, err := backends.New(config.BackendClaude, backends.Options{
@@ -298,6 +318,42 @@ func TestPlanApproved(t *testing.T) {
 	}
 }
 
+// claude 2.1.330 sends ExitPlanMode with an empty input and the plan in
+// the file the model wrote: the plan message shows that file.
+func TestPlanFromThePlanFile(t *testing.T) {
+	h := startQuestionsGateway(t, harnessOptions{})
+	h.mention(h.channel, "planfile please")
+	ask := h.waitAsk(h.channel, "the agent has a plan")
+	if !strings.Contains(ask.Content, "1. Write hello.txt") {
+		t.Errorf("plan message = %q, want the plan file's text", ask.Content)
+	}
+}
+
+// A plan file that is a link is not followed: the agent chose the path,
+// and a link could lead to the gateway's own files. The user is told the
+// plan could not be shown, and what the link points at is never posted.
+func TestPlanFileThroughALinkIsNotRead(t *testing.T) {
+	h := startQuestionsGateway(t, harnessOptions{})
+	const marker = "CONTENT-BEHIND-THE-LINK"
+	secret := filepath.Join(filepath.Dir(h.stdin), "home", "secret.txt")
+	if err := os.MkdirAll(filepath.Dir(secret), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte(marker+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.mention(h.channel, "planlink please")
+	ask := h.waitAsk(h.channel, "the agent has a plan")
+	for _, r := range h.fd.Requests() {
+		if strings.Contains(string(r.Body), marker) {
+			t.Fatalf("what the plan file links to reached Discord: %s %s", r.Path, r.Body)
+		}
+	}
+	if strings.Contains(ask.Content, marker) {
+		t.Errorf("plan message = %q", ask.Content)
+	}
+}
+
 func TestPlanSentBackWithANote(t *testing.T) {
 	h := startQuestionsGateway(t, harnessOptions{})
 	h.mention(h.channel, "make a plan for hello.txt")
@@ -411,5 +467,39 @@ func TestQuestionsAnsweredOneByOne(t *testing.T) {
 	got := h.answersSent()
 	if len(got) != 2 || got["Which colour should the button be?"] != "Green" || got["What should I add?"] != "A changelog entry" {
 		t.Errorf("answers = %v", got)
+	}
+}
+
+// A process whose mode an approved plan switched is not kept: the next
+// /plan prompt starts one in plan mode again.
+func TestPlanApprovedProcessNotReused(t *testing.T) {
+	h := startQuestionsGateway(t, harnessOptions{})
+	var asks []discord.MessageID
+	for i := range 2 {
+		h.fd.Interact(h.channel, h.user, "plan", map[string]string{"prompt": "make a plan for hello.txt"})
+		var ask fakediscord.Message
+		h.fd.Wait(t, "a new plan", waitLong, func() bool {
+			for _, m := range h.fd.BotMessages(h.channel) {
+				if strings.Contains(m.Content, "the agent has a plan") && len(m.Buttons()) > 0 && !slices.Contains(asks, m.ID) {
+					ask = m
+					return true
+				}
+			}
+			return false
+		})
+		asks = append(asks, ask.ID)
+		h.fd.Press(h.channel, ask.ID, h.user, button(t, ask, "Approve"), 0)
+		h.fd.Wait(t, "the answer", waitLong, func() bool {
+			n := 0
+			for _, m := range h.fd.BotMessages(h.channel) {
+				if m.Content == "Carrying out the plan." {
+					n++
+				}
+			}
+			return n == i+1
+		})
+	}
+	if got := h.spawns(); len(got) != 2 || !strings.Contains(got[1], "--permission-mode plan") {
+		t.Errorf("claude started %d times (%q), want a fresh plan-mode process for the second /plan", len(got), got)
 	}
 }
