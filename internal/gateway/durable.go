@@ -284,8 +284,9 @@ func planResume(entries []inbox.Entry) resumePlan {
 		}
 		for chunk, id := range en.Delivered {
 			if discord.ApprovalChunk(chunk) && id != "" {
-				// Left open: denied, never allowed (the tool did not run).
-				p.approvals = append(p.approvals, staleCard{channel: en.Event.ChannelID, message: id})
+				// Left open: denied, never allowed (the tool did not run);
+				// a question or plan is closed as not answered.
+				p.approvals = append(p.approvals, staleCard{channel: en.Event.ChannelID, message: id, notice: discord.StaleNotice(chunk)})
 			}
 		}
 		switch {
@@ -302,8 +303,9 @@ func planResume(entries []inbox.Entry) resumePlan {
 	return p
 }
 
-// staleCard is a turn card a killed gateway left.
-type staleCard struct{ channel, message string }
+// staleCard is a turn card, approval, question or plan message a killed
+// gateway left; notice is what an approval's becomes.
+type staleCard struct{ channel, message, notice string }
 
 // notifier posts a notice answering an event and edits the bot's messages
 // (the Discord bot).
@@ -337,7 +339,7 @@ func (r *resumer) run(ctx context.Context, p resumePlan) {
 		}
 	}
 	for _, a := range p.approvals {
-		if err := r.notify.EditMessage(ctx, a.channel, a.message, discord.StaleApprovalNotice); err != nil {
+		if err := r.notify.EditMessage(ctx, a.channel, a.message, a.notice); err != nil {
 			r.log.Debug().Err(err).Str("channel", a.channel).Msg("could not close a tool approval the previous run left open")
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/diamondburned/arikawa/v3/discord"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentgateway/gateway/internal/config"
 	gwdiscord "github.com/agentgateway/gateway/internal/discord"
@@ -366,4 +367,23 @@ func TestRestartClosesTheCardAKilledGatewayLeft(t *testing.T) {
 		rs := repliesTo(h.fd, h.channel, m.ID)
 		return len(rs) == 1 && len(rs[0].Buttons()) == 1
 	})
+}
+
+// An approval a killed gateway left open is closed as denied, a question
+// or plan as not answered.
+func TestPlanResumeClosesApprovalsAndQuestionsInTheirOwnWords(t *testing.T) {
+	const approvalChunk, questionChunk = -1001, -1000 - 1<<30 - 1
+	p := planResume([]inbox.Entry{{
+		Event:     queue.Event{ID: 1, ChannelID: "10"},
+		State:     inbox.Running,
+		Delivered: map[int]string{approvalChunk: "20", questionChunk: "21"},
+	}})
+	got := map[string]string{}
+	for _, a := range p.approvals {
+		got[a.message] = a.notice
+	}
+	want := map[string]string{"20": gwdiscord.StaleApprovalNotice, "21": gwdiscord.StaleQuestionNotice}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("notices by message (-want +got):\n%s", diff)
+	}
 }
