@@ -71,7 +71,7 @@ func (b *Bot) onAutocomplete(ev *interactionCreate, data *discord.AutocompleteIn
 	b.commands.mu.Lock()
 	h := b.commands.complete[data.Name]
 	b.commands.mu.Unlock()
-	if !b.allowed(user.ID, ev.ChannelID, ev.GuildID) {
+	if !b.allowed(user.ID, ev.ChannelID, ev.GuildID, memberRoles(ev.Member)...) {
 		log.Debug().Str("user", user.ID.String()).Msg("autocomplete refused by the allowlists")
 		h = nil
 	}

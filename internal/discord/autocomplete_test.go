@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/diamondburned/arikawa/v3/discord"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentgateway/gateway/internal/fakediscord"
@@ -123,5 +124,22 @@ func TestAutocompleteIgnoresBots(t *testing.T) {
 	})
 	if _, err := tb.fd.Autocomplete(tb.channel, tb.fd.BotUser("other"), "project", "path", "", nil); !errors.Is(err, fakediscord.ErrNoCompletion) {
 		t.Errorf("a bot's autocomplete was answered: %v", err)
+	}
+}
+
+// A member let in by ALLOWED_ROLE_IDS gets the choices a listed user gets.
+func TestAutocompleteCountsAllowedRoles(t *testing.T) {
+	const role = discord.RoleID(770000000000000078)
+	tb := startBot(t, Options{Access: NewAccess([]string{"1"}, nil, nil).WithRoles([]string{role.String()})})
+	tb.fd.SetRoles(tb.guild, tb.user, role)
+	tb.HandleAutocomplete("project", func(context.Context, AutocompleteRequest) []Choice {
+		return []Choice{{Name: "web", Value: "web"}}
+	})
+	c, err := tb.fd.Autocomplete(tb.channel, tb.user, "project", "path", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c) != 1 {
+		t.Errorf("a member with an allowed role got %+v, want the handler's choice", c)
 	}
 }

@@ -140,7 +140,7 @@ func (b *Bot) AskWithReactions(ctx context.Context, t actions.Turn, channelID, q
 	// Without an author to hold to, only an approver may answer, and the
 	// answer may do no more than the turn that asked.
 	restricted := t.Scheduled || t.UserID == ""
-	if restricted && len(b.opts.Approvers) == 0 {
+	if restricted && len(b.opts.Approvers) == 0 && len(b.opts.ApproverRoles) == 0 {
 		return "", ErrNoApprovers
 	}
 	text := "❓ " + question + "\n-# React with " + strings.Join(emoji, " ") + " to answer."
@@ -176,10 +176,10 @@ func (b *Bot) AskWithReactions(ctx context.Context, t actions.Turn, channelID, q
 	return msgID, nil
 }
 
-// mayAnswer reports whether user may answer p.
-func (b *Bot) mayAnswer(p *reactionPrompt, user string) bool {
+// mayAnswer reports whether user, with roles, may answer p.
+func (b *Bot) mayAnswer(p *reactionPrompt, user string, roles []string) bool {
 	if p.Restricted {
-		return slices.Contains(b.opts.Approvers, user)
+		return b.isApprover(user, roles)
 	}
 	return p.Asker == "" || user == p.Asker
 }
@@ -203,9 +203,9 @@ func (b *Bot) reactionAnswer(ev *gateway.MessageReactionAddEvent) bool {
 		}
 		return true
 	}
-	user := ev.UserID.String()
+	user, roles := ev.UserID.String(), memberRoles(ev.Member)
 	if ev.ChannelID != p.Channel || !slices.Contains(p.Emoji, ev.Emoji.Name) ||
-		!b.mayAnswer(p, user) || !b.allowed(ev.UserID, ev.ChannelID, ev.GuildID) {
+		!b.mayAnswer(p, user, roles) || !b.allowed(ev.UserID, ev.ChannelID, ev.GuildID, roles...) {
 		q.mu.Unlock()
 		b.log.Debug().Str("channel", ev.ChannelID.String()).Str("user", user).Msg("a reaction to a reaction prompt that is not an answer, or not from someone who may answer it")
 		return true

@@ -189,3 +189,20 @@ func FuzzLoadQuestions(f *testing.F) {
 		}
 	})
 }
+
+// APPROVER_ROLE_IDS counts for a scheduled run's question as APPROVER_IDS
+// does: a member with the role answers it, with the run's restrictions.
+func TestReactionPromptOfAScheduledRunAnsweredByAnApproverRole(t *testing.T) {
+	const role = discord.RoleID(770000000000000077)
+	tb := startBot(t, Options{ApproverRoles: []string{role.String()}})
+	member := tb.fd.User("ops")
+	tb.fd.SetRoles(tb.guild, member, role)
+	scheduled := tb.ask(actions.Turn{GuildID: tb.guild.String(), ChannelID: tb.channel.String(), Scheduled: true}, "Deploy now?")
+	tb.fd.React(tb.channel, scheduled, tb.user, "✅") // no role: ignored
+	tb.fd.React(tb.channel, scheduled, member, "❌")
+	got := tb.answers(1)
+	want := []queue.Event{{Kind: queue.KindMessage, ChannelID: tb.channel.String(), UserID: member.ID.String(), ReplyTo: scheduled.String(), Restricted: true}}
+	if diff := cmp.Diff(want, got, answerOpts); diff != "" {
+		t.Errorf("answers queued (-want +got):\n%s", diff)
+	}
+}
