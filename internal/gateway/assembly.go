@@ -453,7 +453,7 @@ func (g *assembly) takeUp(ctx context.Context) error {
 			Int("interrupted", len(p.interrupted)).Int("dead_letters", len(p.dead)).
 			Msg("taking up the events the previous run did not finish")
 	}
-	retry := &retrier{in: g.in, enqueue: core.Queue.Enqueue, approvers: cfg.ApproverIDs, log: log}
+	retry := &retrier{in: g.in, enqueue: core.Queue.Enqueue, approvers: cfg.ApproverIDs, approverRoles: cfg.ApproverRoleIDs, log: log}
 	bot.HandleButtons(discord.RetryPrefix, retry.press)
 	g.res = &resumer{d: g.durable, notify: bot, deliver: bot.Resume, log: log}
 	if g.node == nil {

@@ -28,8 +28,11 @@ const (
 type retrier struct {
 	in        Inbox
 	enqueue   func(queue.Event) (queue.Receipt, error)
-	approvers []string
-	log       zerolog.Logger
+	// approvers and approverRoles may retry anyone's prompt
+	// (APPROVER_IDS, APPROVER_ROLE_IDS).
+	approvers     []string
+	approverRoles []string
+	log           zerolog.Logger
 }
 
 func (r *retrier) press(_ context.Context, p discord.Press) discord.PressAnswer {
@@ -41,7 +44,7 @@ func (r *retrier) press(_ context.Context, p discord.Press) discord.PressAnswer 
 	if !ok {
 		return discord.PressAnswer{Notice: retryGone}
 	}
-	if p.UserID != en.Event.UserID && !slices.Contains(r.approvers, p.UserID) {
+	if p.UserID != en.Event.UserID && !slices.Contains(r.approvers, p.UserID) && !holdsAny(p.Roles, r.approverRoles) {
 		return discord.PressAnswer{Notice: retryNotYours}
 	}
 	e := en.Event
