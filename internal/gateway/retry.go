@@ -26,8 +26,8 @@ const (
 // pressed (see resumer). A prompt is retried at most once: the new event's
 // key is derived from the old one's id.
 type retrier struct {
-	in        Inbox
-	enqueue   func(queue.Event) (queue.Receipt, error)
+	in      Inbox
+	enqueue func(queue.Event) (queue.Receipt, error)
 	// approvers and approverRoles may retry anyone's prompt
 	// (APPROVER_IDS, APPROVER_ROLE_IDS).
 	approvers     []string
