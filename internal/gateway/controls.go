@@ -320,13 +320,18 @@ func (c *controls) status(_ context.Context, cmd discord.Command) discord.Comman
 	if set.SystemPrompt != "" {
 		fmt.Fprintf(&b, "Channel instructions: %d characters\n", len([]rune(set.SystemPrompt)))
 	}
-	if bnd, ok := c.sessions.Get(cmd.ChannelID); ok {
-		fmt.Fprintf(&b, "Session: `%s` (last used %s ago)\n", shortID(bnd.SessionID), card.Duration(c.clock.Since(bnd.Updated)))
+	key := c.sessionKey(cmd.ChannelID, cmd.GuildID, cmd.UserID)
+	label := "Session"
+	if key != cmd.ChannelID {
+		label = "Your session here"
+	}
+	if bnd, ok := c.sessions.Get(key); ok {
+		fmt.Fprintf(&b, "%s: `%s` (last used %s ago)\n", label, shortID(bnd.SessionID), card.Duration(c.clock.Since(bnd.Updated)))
 		if run := c.terminalCommand(bnd, cmd.ChannelID); run != "" {
 			fmt.Fprintf(&b, "Continue it in a terminal: %s\n", codeSpan(run))
 		}
 	} else {
-		b.WriteString("Session: none yet; the next prompt starts one\n")
+		fmt.Fprintf(&b, "%s: none yet; the next prompt starts one\n", label)
 	}
 	if c.nodes != nil {
 		b.WriteString(c.nodes.status(cmd.ChannelID))
@@ -525,6 +530,15 @@ func (c *controls) budgetPress(_ context.Context, p discord.Press) discord.Press
 }
 
 func (c *controls) approver(p discord.Press) bool { return isApprover(c.cfg, p) }
+
+// sessionKey is the session binding user's prompts continue in channel:
+// the channel's, or with SESSION_SCOPE=user their own there.
+func (c *controls) sessionKey(channel, guild, user string) string {
+	if c.bot == nil {
+		return channel
+	}
+	return c.bot.SessionKeyOf(channel, guild, user)
+}
 
 // isApprover reports whether the presser is one of the gateway's
 // approvers: APPROVER_IDS or a member of APPROVER_ROLE_IDS; without

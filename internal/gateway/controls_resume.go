@@ -43,8 +43,11 @@ type sessionFinder interface {
 // resumeChange is a /resume waiting for its Confirm.
 type resumeChange struct {
 	channel, user string
-	session       backends.SessionInfo
-	expires       time.Time
+	// key is the session binding the answer sets: the channel's, or with
+	// SESSION_SCOPE=user the asker's own in it.
+	key     string
+	session backends.SessionInfo
+	expires time.Time
 }
 
 // finder is the backend's session finder, nil when it has none.
@@ -61,10 +64,11 @@ func (c *controls) channelDir(channel string) string {
 	return c.cfg.AgentWorkDir()
 }
 
-// boundElsewhere reports whether another channel continues session id.
-func (c *controls) boundElsewhere(channel, id string) (session.Binding, bool) {
+// boundElsewhere reports whether a binding other than key (another
+// channel, or another person's in SESSION_SCOPE=user) continues session id.
+func (c *controls) boundElsewhere(key, id string) (session.Binding, bool) {
 	for _, ch := range c.sessions.Channels() {
-		if ch == channel {
+		if ch == key {
 			continue
 		}
 		if b, ok := c.sessions.Get(ch); ok && b.SessionID == id {
@@ -90,10 +94,11 @@ func (c *controls) resume(_ context.Context, cmd discord.Command) discord.Comman
 	if !backends.ValidSessionID(c.backend, id) {
 		return refuse("Not changed: that is not a session id of " + c.backend + " (" + idForm(c.backend) + "). Pick one from the list while typing, or copy it from the CLI.")
 	}
-	if b, ok := c.sessions.Get(cmd.ChannelID); ok && b.SessionID == id {
+	key := c.sessionKey(cmd.ChannelID, cmd.GuildID, cmd.UserID)
+	if b, ok := c.sessions.Get(key); ok && b.SessionID == id {
 		return refuse("This channel already continues that session.")
 	}
-	if b, ok := c.boundElsewhere(cmd.ChannelID, id); ok {
+	if b, ok := c.boundElsewhere(key, id); ok {
 		if b.Backend != "" && b.Backend != c.backend {
 			return refuse("Not changed: that session was made by " + b.Backend + ", and the gateway now runs " + c.backend + ".")
 		}
@@ -107,7 +112,7 @@ func (c *controls) resume(_ context.Context, cmd discord.Command) discord.Comman
 		// The gateway cannot look into this CLI's sessions: bound as
 		// given; a session the CLI does not know heals itself on the next
 		// prompt (a fresh one starts, and the user is told).
-		if err := c.sessions.Set(cmd.ChannelID, session.Binding{SessionID: id, Backend: c.backend, WorkDir: c.channelDir(cmd.ChannelID), Updated: c.clock.Now()}); err != nil {
+		if err := c.sessions.Set(key, session.Binding{SessionID: id, Backend: c.backend, WorkDir: c.channelDir(cmd.ChannelID), Updated: c.clock.Now()}); err != nil {
 			c.log.Error().Err(err).Str("channel", cmd.ChannelID).Msg("save the resumed session")
 			return refuse("Could not save the change: the session file could not be written. Check the gateway's log.")
 		}
@@ -130,14 +135,14 @@ func (c *controls) resume(_ context.Context, cmd discord.Command) discord.Comman
 			delete(c.resumes, k)
 		}
 	}
-	c.resumes[token] = resumeChange{channel: cmd.ChannelID, user: cmd.UserID, session: s, expires: now.Add(pendingTTL)}
+	c.resumes[token] = resumeChange{channel: cmd.ChannelID, user: cmd.UserID, key: key, session: s, expires: now.Add(pendingTTL)}
 	c.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "Continue the %s session made in %s (last used %s ago) in this channel?", c.backend, c.shellDir(s.Dir), card.Duration(now.Sub(s.Modified)))
 	if p := s.FirstPrompt; p != "" {
 		b.WriteString(" It began with:\n" + quote(p, shownPrompt))
 	}
-	if _, ok := c.sessions.Get(cmd.ChannelID); ok {
+	if _, ok := c.sessions.Get(key); ok {
 		b.WriteString("\nThis channel's current conversation is left behind.")
 	}
 	return discord.CommandAnswer{
@@ -169,14 +174,14 @@ func (c *controls) resumePress(_ context.Context, p discord.Press) discord.Press
 	case c.busy(change.channel):
 		return done("Not changed: a prompt is running in this channel. Wait for it to finish (or stop it), then `/resume` again.")
 	}
-	if _, ok := c.boundElsewhere(change.channel, change.session.ID); ok {
+	if _, ok := c.boundElsewhere(change.key, change.session.ID); ok {
 		return done("Not changed: another channel continues that session now.")
 	}
 	// WorkDir is where the session was made: the runtime carries it into
 	// the channel's own directory before the next turn (SessionMover), as
 	// it does after /project.
 	b := session.Binding{SessionID: change.session.ID, Backend: c.backend, WorkDir: change.session.Dir, Updated: c.clock.Now()}
-	if err := c.sessions.Set(change.channel, b); err != nil {
+	if err := c.sessions.Set(change.key, b); err != nil {
 		c.log.Error().Err(err).Str("channel", change.channel).Msg("save the resumed session")
 		return done("Could not save the change: the session file could not be written. Check the gateway's log.")
 	}
@@ -317,7 +322,8 @@ func (c *controls) completeResume(_ context.Context, r discord.AutocompleteReque
 		return nil
 	}
 	typed := strings.ToLower(strings.TrimSpace(r.Value))
-	cur, _ := c.sessions.Get(r.ChannelID)
+	key := c.sessionKey(r.ChannelID, r.GuildID, r.UserID)
+	cur, _ := c.sessions.Get(key)
 	now := c.clock.Now()
 	var out []discord.Choice
 	for _, s := range list {
@@ -327,7 +333,7 @@ func (c *controls) completeResume(_ context.Context, r discord.AutocompleteReque
 		if s.ID == cur.SessionID {
 			continue
 		}
-		if _, other := c.boundElsewhere(r.ChannelID, s.ID); other {
+		if _, other := c.boundElsewhere(key, s.ID); other {
 			continue
 		}
 		if typed != "" && !strings.Contains(strings.ToLower(s.ID), typed) && !strings.Contains(strings.ToLower(s.FirstPrompt), typed) {

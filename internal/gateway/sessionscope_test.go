@@ -150,6 +150,13 @@ func TestUserSessionScopeGivesEachPersonTheirOwnSession(t *testing.T) {
 	if b, ok := store.Get(h.channel.String()); ok {
 		t.Errorf("the channel has a binding of its own (%q); each person's are apart", b.SessionID)
 	}
+	// /status shows each person their own session.
+	for u, id := range map[discord.User]string{alice: "s-1", bob: "s-2"} {
+		st := h.answer(h.fd.Interact(h.channel, u, "status", nil))
+		if !strings.Contains(st, "Your session here: `"+id+"`") {
+			t.Errorf("/status for %s = %q, want their session %s", u.Username, st, id)
+		}
+	}
 
 	// Alice resets her conversation; Bob's goes on.
 	reset := h.fd.Interact(h.channel, alice, "claude-reset", nil)
