@@ -122,7 +122,7 @@ func TestNoLadderAfterTheCLIStarted(t *testing.T) {
 // recent is a History with a fixed section.
 type recent string
 
-func (r recent) RecentContext(string, time.Time) string { return string(r) }
+func (r recent) RecentContext(string, string, time.Time) string { return string(r) }
 
 // The recent conversation reaches a new session's first prompt only.
 func TestRecentContextOnlyForANewSession(t *testing.T) {

@@ -36,7 +36,7 @@ func (a *talk) Exchange(e queue.Event, _ Outcome, took time.Duration) {
 	a.entries = append(a.entries, talkEntry{time.Now().Add(-took), e.Text})
 }
 
-func (a *talk) RecentContext(_ string, since time.Time) string {
+func (a *talk) RecentContext(_, _ string, since time.Time) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var said []string

@@ -138,9 +138,11 @@ type AttachmentFetcher interface {
 // History gives a channel's recent conversation, as a marked section for
 // the first prompt of a new session ("" for none): the exchanges whose
 // turns began at or after since (all of them for the zero time), since
-// what came before a reset is not part of the conversation.
+// what came before a reset is not part of the conversation. With userID,
+// only that person's exchanges: their own session in a shared channel
+// (SESSION_SCOPE=user) did not see the others'.
 type History interface {
-	RecentContext(channelID string, since time.Time) string
+	RecentContext(channelID, userID string, since time.Time) string
 }
 
 // ActionRunner runs the Discord actions in the agent's replies (see
@@ -978,7 +980,11 @@ func (r *Runtime) run(ctx context.Context, e queue.Event, in *runInput, p *promp
 		// another backend), the recent exchanges, marked as such, keep the
 		// thread. A reset is a clean slate: nothing said before it is
 		// given, so right after one there is nothing to give.
-		if recent := r.opts.History.RecentContext(e.ChannelID, r.sessions.ResetAt(key)); recent != "" {
+		var own string // a person's own session in a shared channel
+		if key != e.ChannelID {
+			own = e.UserID
+		}
+		if recent := r.opts.History.RecentContext(e.ChannelID, own, r.sessions.ResetAt(key)); recent != "" {
 			prompt = recent + "\n\n" + prompt
 		}
 	}

@@ -172,10 +172,10 @@ func (x *exchanges) Exchange(e queue.Event, out agent.Outcome, took time.Duratio
 }
 
 // RecentContext is the channel's recent conversation for a new session:
-// the exchanges whose turns began at or after since. A turn that was
-// running when the channel was reset belongs to the conversation the reset
-// ended, though it finished after it.
-func (x *exchanges) RecentContext(channelID string, since time.Time) string {
+// the exchanges whose turns began at or after since, only userID's when
+// it is set. A turn that was running when the channel was reset belongs
+// to the conversation the reset ended, though it finished after it.
+func (x *exchanges) RecentContext(channelID, userID string, since time.Time) string {
 	entries := x.archive.Recent(channelID)
 	x.mu.Lock()
 	for _, e := range x.pending {
@@ -186,6 +186,9 @@ func (x *exchanges) RecentContext(channelID string, since time.Time) string {
 	x.mu.Unlock()
 	if !since.IsZero() {
 		entries = slices.DeleteFunc(entries, func(e archive.Entry) bool { return e.Time.Add(-e.Duration).Before(since) })
+	}
+	if userID != "" {
+		entries = slices.DeleteFunc(entries, func(e archive.Entry) bool { return e.UserID != userID })
 	}
 	return archive.RecentSection(entries, recentContextBytes)
 }
