@@ -68,7 +68,7 @@ func (c *Config) Warnings() []string {
 // ApprovalsAdvice recommends a permission mode that asks in Discord over
 // bypassPermissions.
 const ApprovalsAdvice = "PERMISSION_MODE=bypassPermissions runs every command without asking; with claude, PERMISSION_MODE=acceptEdits " +
-	"(or default) asks in Discord before risky tool calls, with Allow/Deny buttons for the prompt's author or APPROVER_IDS"
+	"(or default) asks in Discord before risky tool calls, with Allow/Deny buttons for the prompt's author or an approver (APPROVER_IDS, APPROVER_ROLE_IDS)"
 
 // SameUserBypassWarning says what bypassPermissions reaches when the agent
 // runs as the gateway's own user.

@@ -24,7 +24,7 @@ const (
 	answerSession    = "s"
 	answerDeny       = "d"
 	answerDenyStop   = "x"
-	notYourApproval  = "Only the person who asked, or a user in APPROVER_IDS, can answer this."
+	notYourApproval  = "Only the person who asked, or an approver (APPROVER_IDS or APPROVER_ROLE_IDS), can answer this."
 	approvalGone     = "This approval is no longer open."
 	approvalPostFail = "could not post the tool approval; the tool is denied"
 )

@@ -33,7 +33,7 @@ const ReactionPromptTTL = 24 * time.Hour
 
 // ErrNoApprovers refuses a scheduled run's question when nobody may
 // answer it.
-var ErrNoApprovers = errors.New("only an approver can answer a question from a scheduled or webhook run, and APPROVER_IDS is empty")
+var ErrNoApprovers = errors.New("only an approver can answer a question from a scheduled or webhook run, and neither APPROVER_IDS nor APPROVER_ROLE_IDS is set")
 
 // reactionPrompts are the questions waiting for a reaction, by message,
 // kept in path (when set) so that a restart does not drop an answer.

@@ -510,7 +510,7 @@ func (c *controls) budgetPress(_ context.Context, p discord.Press) discord.Press
 		return discord.PressAnswer{}
 	}
 	if !c.approver(p) {
-		return discord.PressAnswer{Notice: "Only the gateway's approvers can lift a budget (APPROVER_IDS; without it, the users in ALLOWED_USER_IDS, or members who can manage this server)."}
+		return discord.PressAnswer{Notice: "Only the gateway's approvers can lift a budget (APPROVER_IDS and APPROVER_ROLE_IDS; without them, ALLOWED_USER_IDS and ALLOWED_ROLE_IDS, or members who can manage this server)."}
 	}
 	now := c.clock.Now()
 	if now.Format(time.DateOnly) != day {

@@ -34,7 +34,7 @@ type Answer struct {
 
 // Notices a presser can get.
 const (
-	noticeNotApprover = "Only the gateway's approvers can apply or discard schedule changes (APPROVER_IDS; without it, the users in ALLOWED_USER_IDS, or members who can manage this server)."
+	noticeNotApprover = "Only the gateway's approvers can apply or discard schedule changes (APPROVER_IDS and APPROVER_ROLE_IDS; without them, ALLOWED_USER_IDS and ALLOWED_ROLE_IDS, or members who can manage this server)."
 	noticeGone        = "This change was already applied, discarded or replaced."
 )
 
