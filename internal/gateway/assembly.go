@@ -232,9 +232,10 @@ func (g *assembly) buildDiscord(context.Context) error {
 	g.gate, err = hold.New(hold.Options{
 		Dir:     cfg.ConfigDir,
 		Channel: cfg.OutputChannelID,
-		// No lists: who may Apply is the gateway's approver rule, roles
-		// included (isApprover), handed over as the press's ManageGuild,
-		// which the gate without lists goes by.
+		// Who may Apply is the gateway's approver rule, roles included.
+		IsApprover: func(p hold.Press) bool {
+			return isApprover(cfg, discord.Press{UserID: p.UserID, Roles: p.Roles, ManageGuild: p.ManageGuild})
+		},
 		Reloaded: func() {
 			if cfg.WebhookAddr != "" && g.sched != nil {
 				logDisabledWebhooks(g.sched.Webhooks(), cfg.Lookup, log)
@@ -252,7 +253,7 @@ func (g *assembly) buildDiscord(context.Context) error {
 		return err
 	}
 	bot.HandleButtons(hold.ButtonPrefix, func(ctx context.Context, p discord.Press) discord.PressAnswer {
-		a := g.gate.Press(ctx, hold.Press{ButtonID: p.ButtonID, UserID: p.UserID, ManageGuild: isApprover(cfg, p)})
+		a := g.gate.Press(ctx, hold.Press{ButtonID: p.ButtonID, UserID: p.UserID, ManageGuild: p.ManageGuild, Roles: p.Roles})
 		return discord.PressAnswer{Update: a.Update, Notice: a.Notice}
 	})
 	return nil

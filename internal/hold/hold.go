@@ -79,6 +79,9 @@ type Options struct {
 	// AllowedUsers; both empty: members with the Manage Server permission.
 	Approvers    []string
 	AllowedUsers []string
+	// IsApprover, when set, decides instead of the lists above (the
+	// gateway's own rule, which counts Discord roles too).
+	IsApprover func(Press) bool
 	// Grace is how long after a writing turn ended a change is still
 	// taken for its doing. Zero: 10 s.
 	Grace time.Duration

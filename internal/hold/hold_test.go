@@ -272,6 +272,8 @@ func TestOnlyApproversDecide(t *testing.T) {
 		{"not allowlisted", Options{Approvers: []string{}, AllowedUsers: []string{"43"}}, "44", true, false},
 		{"server manager without lists", Options{Approvers: []string{}}, "45", true, true},
 		{"member without lists", Options{Approvers: []string{}}, "45", false, false},
+		{"the caller's rule decides over the lists", Options{Approvers: []string{"42"}, IsApprover: func(p Press) bool { return p.UserID == "46" }}, "46", false, true},
+		{"the caller's rule refuses", Options{Approvers: []string{"42"}, IsApprover: func(p Press) bool { return p.UserID == "46" }}, "42", true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

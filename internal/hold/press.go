@@ -23,6 +23,8 @@ type Press struct {
 	UserID   string
 	// ManageGuild is whether the presser may manage the server.
 	ManageGuild bool
+	// Roles are the presser's roles in the server; none in a DM.
+	Roles []string
 }
 
 // Answer is what the press shows: Update replaces the message for everyone
@@ -99,6 +101,8 @@ func (g *Gate) Press(ctx context.Context, p Press) Answer {
 // approver reports whether p's presser may decide on holds.
 func (g *Gate) approver(p Press) bool {
 	switch {
+	case g.opts.IsApprover != nil:
+		return g.opts.IsApprover(p)
 	case len(g.opts.Approvers) > 0:
 		return slices.Contains(g.opts.Approvers, p.UserID)
 	case len(g.opts.AllowedUsers) > 0:
