@@ -11,14 +11,17 @@ const LimitNote = "It runs by itself then. Cancel drops it."
 
 // LimitHeader is the first line of the card of a prompt that waits for
 // the login's usage limit to reset: its own run met the limit (own), or
-// it waits behind a limit another prompt met. The clock time is a Discord
-// timestamp, shown in each reader's own time zone.
-func LimitHeader(resetAt time.Time, left time.Duration, own bool) string {
+// it waits behind a limit another prompt met. Both times are Discord
+// timestamps, shown in each reader's own time zone, and the countdown
+// ("in 2 hours") is kept current by the reader's client: the card is not
+// edited while it waits, which over hours would run into Discord's limit
+// on edits of messages older than an hour.
+func LimitHeader(resetAt time.Time, own bool) string {
 	what := "Waiting behind the usage limit"
 	if own {
 		what = "Usage limit reached"
 	}
-	return fmt.Sprintf("⏸️ **%s**; resumes at %s (in %s)", what, Clock(resetAt), Until(left))
+	return fmt.Sprintf("⏸️ **%s**; resumes at %s (%s)", what, Clock(resetAt), Relative(resetAt))
 }
 
 // LimitCancelled is the receipt of a prompt cancelled while it waited for
@@ -49,6 +52,12 @@ func LimitStatus(resetAt time.Time, left time.Duration, waiting int) string {
 // which each reader's client shows in their own time zone.
 func Clock(t time.Time) string {
 	return fmt.Sprintf("<t:%d:t>", t.Unix())
+}
+
+// Relative is t as a Discord timestamp relative to now (<t:unix:R>):
+// "in 2 hours", "in 5 minutes", kept current by the reader's client.
+func Relative(t time.Time) string {
+	return fmt.Sprintf("<t:%d:R>", t.Unix())
 }
 
 // Until says how long a wait has left, rounded up to the minute: "1h 12m",

@@ -35,8 +35,8 @@ func TestLimitLines(t *testing.T) {
 	tests := []struct {
 		name, got, want string
 	}{
-		{"own", LimitHeader(reset, reset.Sub(now), true), "⏸️ **Usage limit reached**; resumes at <t:1795791600:t> (in 1h 12m)"},
-		{"behind", LimitHeader(reset, reset.Sub(now), false), "⏸️ **Waiting behind the usage limit**; resumes at <t:1795791600:t> (in 1h 12m)"},
+		{"own", LimitHeader(reset, true), "⏸️ **Usage limit reached**; resumes at <t:1795791600:t> (<t:1795791600:R>)"},
+		{"behind", LimitHeader(reset, false), "⏸️ **Waiting behind the usage limit**; resumes at <t:1795791600:t> (<t:1795791600:R>)"},
 		{"cancelled", LimitCancelled(reset, ""), "🛑 Cancelled while waiting for the usage limit (it resets at <t:1795791600:t>); this prompt will not run."},
 		{"status", LimitStatus(reset, reset.Sub(now), 2), "Usage limit reached; resumes at <t:1795791600:t> (in 1h 12m); 2 prompts wait for it"},
 		{"status one", LimitStatus(reset, reset.Sub(now), 1), "Usage limit reached; resumes at <t:1795791600:t> (in 1h 12m); 1 prompt waits for it"},
@@ -53,7 +53,7 @@ func TestLimitLines(t *testing.T) {
 func TestLimitCardWithinLimits(t *testing.T) {
 	now := time.Date(2026, 11, 27, 13, 48, 0, 0, time.UTC)
 	for _, d := range []time.Duration{0, time.Minute, 7 * 24 * time.Hour} {
-		text := Render(State{Header: LimitHeader(now.Add(d), d, true), Notice: LimitNote, Tools: []Tool{{Name: "Read", Summary: "a.go"}}})
+		text := Render(State{Header: LimitHeader(now.Add(d), true), Notice: LimitNote, Tools: []Tool{{Name: "Read", Summary: "a.go"}}})
 		if n := utf8.RuneCountInString(text); n > Limit || !strings.Contains(text, "Usage limit reached") || !strings.Contains(text, LimitNote) {
 			t.Errorf("card (%d characters):\n%s", n, text)
 		}

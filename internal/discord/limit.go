@@ -48,7 +48,7 @@ func (t *turn) shownLocked() card.State {
 	if t.waiting == nil || t.stopping {
 		return st
 	}
-	st.Header = card.LimitHeader(t.waiting.Limit.ResetAt, t.waiting.Left(), t.waiting.Own)
+	st.Header = card.LimitHeader(t.waiting.Limit.ResetAt, t.waiting.Own)
 	st.Notice = card.LimitNote
 	return st
 }

@@ -180,6 +180,14 @@ func (t *turn) create() bool {
 		var msg discord.Message
 		err = t.b.client(t.b.ctx).RequestJSON(&msg, "POST", api.EndpointChannels+t.channel.String()+"/messages", httputil.WithJSONBody(body))
 		id = msg.ID
+		if err == nil && msg.Content != text {
+			// Discord handed back the card an earlier run posted under
+			// the same nonce (a rerun after a restart), with what that
+			// run left on it: the pacer must know, or a card whose text
+			// does not change again (a wait for a usage limit) would keep
+			// showing the old run's end.
+			text = msg.Content
+		}
 	}
 	if err != nil {
 		t.b.log.Warn().Err(withoutToken(err, t.in)).Uint64("event", t.e.ID).Msg("could not post the turn card; the turn goes on without it")

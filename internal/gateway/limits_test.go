@@ -129,7 +129,7 @@ func TestUsageLimitWaitsAndResumesByItself(t *testing.T) {
 
 	first := h.mention(h.channel, "summarise the plan")
 	card := h.waitCard(h.channel, first.ID, "Usage limit reached")
-	if !strings.Contains(card.Content, "(in 1h 12m)") || !strings.Contains(card.Content, "<t:1795791600:t>") {
+	if !strings.Contains(card.Content, "(<t:1795791600:R>)") || !strings.Contains(card.Content, "<t:1795791600:t>") {
 		t.Errorf("card = %q, want the reset time and how long until it", card.Content)
 	}
 	if b := card.Buttons(); len(b) != 1 || b[0].Label != "Cancel" {
