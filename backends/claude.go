@@ -44,7 +44,7 @@ const (
 // concurrent use: every Run starts its own process group.
 type Claude struct {
 	opts Options
-	pool *claudePool
+	pool *warmPool[*claudeProc]
 }
 
 var _ Backend = (*Claude)(nil)
@@ -56,7 +56,7 @@ var _ Backend = (*Claude)(nil)
 func NewClaude(opts Options) *Claude {
 	opts.Env = opts.userEnv(opts.Env)
 	c := &Claude{opts: opts}
-	c.pool = newClaudePool(c)
+	c.pool = newWarmPool[*claudeProc]("claude", opts.Warm, opts.Log)
 	return c
 }
 

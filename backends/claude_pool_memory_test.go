@@ -249,7 +249,7 @@ func (s *syncBuffer) String() string {
 func TestWarmMemoryFallsBackToRSSAndSaysSoOnce(t *testing.T) {
 	m := newMemoryTest(t, "text", 250, procmem.Usage{PSSBytes: 100 * mib, RSSBytes: 100 * mib, Processes: 1, RSSOnly: 1})
 	var logs syncBuffer
-	m.c.opts.Log = zerolog.New(&logs)
+	m.c.pool.log = zerolog.New(&logs)
 	m.run("a")
 	m.run("b")
 	s := m.c.Warm()

@@ -76,7 +76,7 @@ var (
 // claudeProc is one claude process with stream-json input: one turn at a
 // time, written to its stdin; its stdout is read by one goroutine into
 // lines. The turn fields are used by one goroutine at a time (the pool
-// hands a process to one turn); the pool's fields are guarded by its mutex.
+// hands a process to one turn).
 type claudeProc struct {
 	key      string // the conversation it is kept for; "" for none
 	settings string // what must match for reuse (flags but the model)
@@ -109,11 +109,6 @@ type claudeProc struct {
 	// steered are the messages written into the running turn that claude
 	// has not yet echoed (taken in).
 	steered []string
-
-	// Pool state, guarded by claudePool.mu.
-	busy     bool
-	lastUsed time.Time
-	idle     clockwork.Timer
 }
 
 // interactiveArgs is claude's command line for a stream-json process.
@@ -581,11 +576,7 @@ var ErrCannotSteer = errors.New("no running turn can take the message")
 // answers it right after as part of the same turn. The turn's result then
 // covers both.
 func (c *Claude) Steer(key, text string) error {
-	pl := c.pool
-	pl.mu.Lock()
-	cp := pl.procs[key]
-	busy := cp != nil && cp.busy
-	pl.mu.Unlock()
+	cp, busy := c.pool.busy(key)
 	if !busy {
 		return ErrCannotSteer
 	}
