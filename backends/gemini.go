@@ -95,6 +95,9 @@ type Gemini struct {
 
 	mu   sync.Mutex        // guards base; held during an export
 	base map[string]string // exported built-in prompts by geminiBaseKey
+
+	// acp runs the turns that need a kept process or approvals (gemini --acp).
+	acp *ACP
 }
 
 var _ Backend = (*Gemini)(nil)
@@ -105,8 +108,16 @@ var _ Backend = (*Gemini)(nil)
 // diagnostics.
 func NewGemini(opts Options) *Gemini {
 	opts.Env = opts.userEnv(opts.Env)
-	return &Gemini{opts: opts, base: map[string]string{}}
+	g := &Gemini{opts: opts, base: map[string]string{}}
+	g.acp = acpGemini(g)
+	return g
 }
+
+// Close stops the kept ACP processes.
+func (g *Gemini) Close() error { return g.acp.Close() }
+
+// Warm describes the kept ACP processes.
+func (g *Gemini) Warm() WarmStats { return g.acp.Warm() }
 
 // Name implements Backend.
 func (g *Gemini) Name() string { return "gemini" }
@@ -122,6 +133,9 @@ func (g *Gemini) Name() string { return "gemini" }
 // the process group and returns KindTimeout; another cancellation returns
 // KindCanceled.
 func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	if useACP(g.opts.Warm, req) {
+		return g.acp.Run(ctx, req, emit)
+	}
 	if emit == nil {
 		emit = func(Event) {}
 	}

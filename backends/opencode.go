@@ -49,6 +49,8 @@ const (
 // on stdin.
 type Opencode struct {
 	opts Options
+	// acp runs the turns that need a kept process or approvals (opencode acp).
+	acp *ACP
 }
 
 var _ Backend = (*Opencode)(nil)
@@ -59,8 +61,16 @@ var _ Backend = (*Opencode)(nil)
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewOpencode(opts Options) *Opencode {
 	opts.Env = opts.userEnv(opts.Env)
-	return &Opencode{opts: opts}
+	o := &Opencode{opts: opts}
+	o.acp = acpOpencode(o)
+	return o
 }
+
+// Close stops the kept ACP processes.
+func (o *Opencode) Close() error { return o.acp.Close() }
+
+// Warm describes the kept ACP processes.
+func (o *Opencode) Warm() WarmStats { return o.acp.Warm() }
 
 // Name implements Backend.
 func (o *Opencode) Name() string { return "opencode" }
@@ -76,6 +86,9 @@ func (o *Opencode) Name() string { return "opencode" }
 // ctx deadline kills the process group and returns KindTimeout; another
 // cancellation returns KindCanceled.
 func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	if useACP(o.opts.Warm, req) {
+		return o.acp.Run(ctx, req, emit)
+	}
 	if emit == nil {
 		emit = func(Event) {}
 	}

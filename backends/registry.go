@@ -31,6 +31,10 @@ type Options struct {
 	// descendants (proc.Spec.Owner), so that a gateway killed mid-turn
 	// leaves nothing the next start cannot find.
 	Owner string
+	// Command is the agent's command line for the acp backend
+	// (ACP_COMMAND, split into words); empty means ACP_COMMAND in Env.
+	// Other backends ignore it.
+	Command []string
 	// Warm configures claude's interactive processes; the zero value keeps
 	// none warm. Other CLIs ignore it.
 	Warm WarmOptions

@@ -1,0 +1,540 @@
+package backends
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/proc"
+)
+
+func init() {
+	Register("acp", func(o Options) Backend { return NewACP(o) })
+}
+
+// ACPCommandEnv names the variable holding an ACP agent's command line when
+// Options.Command is empty (AGENT_BACKEND=acp).
+const ACPCommandEnv = "ACP_COMMAND"
+
+// ACP runs turns of an agent that speaks the Agent Client Protocol
+// (JSON-RPC over the agent's stdin and stdout): gemini --acp, opencode acp,
+// or any command ACP_COMMAND names (DESIGN decision 26).
+//
+// A process is kept per conversation (Request.Key) for WarmOptions.KeepAlive
+// after its turn, with its session open; a turn whose session the process
+// does not have open loads it with session/load when the agent can, and
+// reports a stale session otherwise (the runtime then starts a new session
+// with the recent conversation). A stopped turn sends session/cancel and
+// keeps the process when the agent answers within the interrupt wait.
+// Permission requests go to Request.Approve.
+type ACP struct {
+	name   string
+	opts   Options
+	launch acpLauncher
+	pool   *warmPool[*acpProc]
+}
+
+var _ Backend = (*ACP)(nil)
+
+// acpLaunch is how an agent's process starts for a request.
+type acpLaunch struct {
+	Path string
+	Args []string
+	Env  []string
+	// Settings identifies what the process is started with, without
+	// temporary paths: a kept process takes only turns with the same.
+	Settings string
+	// Persona, when not empty, is sent ahead of the prompt in a new
+	// session's first turn, for agents with no system prompt setting.
+	Persona string
+	// Cleanup removes what the launch wrote, once the process has ended.
+	Cleanup func()
+}
+
+// acpLauncher prepares the process for req.
+type acpLauncher func(ctx context.Context, req Request) (acpLaunch, error)
+
+// NewACP returns the generic ACP adapter: opts.Command is the agent's
+// command line, or else ACP_COMMAND in opts.Env, split like a shell would
+// split words but without one. The agent sees the whole environment but
+// for the gateway's own secrets, and the persona reaches it as the first
+// block of a new session's first prompt.
+func NewACP(opts Options) *ACP {
+	opts.Env = opts.userEnv(opts.Env)
+	argv := opts.Command
+	var splitErr error
+	if len(argv) == 0 {
+		argv, splitErr = SplitCommand(envValue(opts.Env, ACPCommandEnv))
+	}
+	launch := func(_ context.Context, req Request) (acpLaunch, error) {
+		if splitErr != nil {
+			return acpLaunch{}, &Error{Kind: KindInvalid, Message: "ACP_COMMAND: " + splitErr.Error(), Err: splitErr}
+		}
+		if len(argv) == 0 {
+			return acpLaunch{}, &Error{Kind: KindInvalid, Message: "AGENT_BACKEND=acp needs ACP_COMMAND, the agent's command line (e.g. \"gemini --acp\")"}
+		}
+		persona, err := geminiPersona(req)
+		if err != nil {
+			return acpLaunch{}, err
+		}
+		env := FilterEnv(opts.Env, []string{"*"}, []string{ACPCommandEnv})
+		return acpLaunch{
+			Path: argv[0], Args: argv[1:], Env: env, Persona: persona,
+			Settings: acpSettings(req.WorkDir, argv, env),
+		}, nil
+	}
+	return newACP("acp", opts, launch)
+}
+
+func newACP(name string, opts Options, launch acpLauncher) *ACP {
+	a := &ACP{name: name, opts: opts, launch: launch}
+	a.pool = newWarmPool[*acpProc](name, opts.Warm, opts.Log)
+	return a
+}
+
+// Name implements Backend.
+func (a *ACP) Name() string { return a.name }
+
+// Warm describes the kept processes.
+func (a *ACP) Warm() WarmStats { return a.pool.stats() }
+
+// Close stops every kept process.
+func (a *ACP) Close() error {
+	a.pool.close()
+	return nil
+}
+
+func (a *ACP) clock() clockwork.Clock {
+	if a.opts.Warm.Clock != nil {
+		return a.opts.Warm.Clock
+	}
+	return clockwork.NewRealClock()
+}
+
+func (a *ACP) interruptWait() time.Duration {
+	if a.opts.Warm.InterruptWait > 0 {
+		return a.opts.Warm.InterruptWait
+	}
+	return DefaultInterruptWait
+}
+
+// Run implements Backend.
+func (a *ACP) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return Result{}, err
+	}
+	l, err := a.launch(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	l.Settings = acpSettings(l.Settings, req.WorkDir)
+	warm := true
+	p := a.pool.take(req.Key, l.Settings, req.SessionID)
+	if p != nil {
+		if l.Cleanup != nil {
+			l.Cleanup()
+		}
+	} else {
+		warm = false
+		if p, err = a.start(ctx, req, l); err != nil {
+			return Result{}, err
+		}
+		a.pool.add(p)
+	}
+	started := time.Now()
+	res, reusable, err := a.turn(ctx, p, req, l.Persona, emit)
+	a.pool.release(p, reusable)
+	res.Warm = warm
+	res.Duration = time.Since(started)
+	return res, err
+}
+
+// acpProc is one running agent and its connection.
+type acpProc struct {
+	key, settings string
+	p             *proc.Process
+	kill          context.CancelFunc
+	conn          *acp.ClientSideConnection
+	client        *acpClient
+	caps          acp.AgentCapabilities
+	cleanup       func()
+	log           zerolog.Logger
+	closeOnce     sync.Once
+
+	// session is the session the process has open; only the turn that
+	// holds the process writes it.
+	session string
+}
+
+func (p *acpProc) warmKey() string      { return p.key }
+func (p *acpProc) warmSettings() string { return p.settings }
+func (p *acpProc) warmSession() string  { return p.session }
+func (p *acpProc) warmPgid() int        { return p.p.Pid() }
+func (p *acpProc) warmExited() bool     { return p.exited() }
+func (p *acpProc) warmClose(why string) { p.close(why) }
+func (p *acpProc) warmWait()            { _, _ = p.p.Wait() }
+
+// start spawns the agent and initializes the connection.
+func (a *ACP) start(ctx context.Context, req Request, l acpLaunch) (*acpProc, error) {
+	pctx, kill := context.WithCancel(context.Background())
+	p, err := proc.Start(pctx, proc.Spec{
+		Path:       l.Path,
+		Args:       l.Args,
+		Dir:        req.WorkDir,
+		Env:        l.Env,
+		StdinPipe:  true,
+		Grace:      a.opts.KillGrace,
+		Credential: a.opts.credential(),
+		Owner:      a.opts.Owner,
+	})
+	if err != nil {
+		kill()
+		if l.Cleanup != nil {
+			l.Cleanup()
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return nil, &Error{Kind: KindNotFound, Message: fmt.Sprintf("%s agent %q not found: install it or fix its command", a.name, l.Path), Err: err}
+		}
+		return nil, &Error{Kind: KindCrashed, Message: "start " + a.name + " agent", Err: err}
+	}
+	client := &acpClient{}
+	ap := &acpProc{
+		key: req.Key, settings: l.Settings, p: p, kill: kill, client: client, cleanup: l.Cleanup,
+		conn: acp.NewClientSideConnection(client, p.Stdin(), p.Stdout()),
+		log:  a.opts.Log.With().Str("backend", a.name).Int("pid", p.Pid()).Logger(),
+	}
+	go func() { // the connection ends when stdout does; the process must go too
+		<-ap.conn.Done()
+		ap.close("the agent closed its output")
+	}()
+	init, err := acpCall(ctx, ap, func(c context.Context) (acp.InitializeResponse, error) {
+		return ap.conn.Initialize(c, acp.InitializeRequest{
+			ProtocolVersion:    acp.ProtocolVersionNumber,
+			ClientCapabilities: acp.ClientCapabilities{},
+			ClientInfo:         &acp.Implementation{Name: "agentgateway", Version: "1"},
+		})
+	})
+	if err != nil {
+		ap.close("initialize failed")
+		return nil, a.failure(ctx, ap, "initialize", err)
+	}
+	ap.caps = init.AgentCapabilities
+	return ap, nil
+}
+
+// close stops the process and removes its files; it is safe to call more
+// than once and from any goroutine.
+func (p *acpProc) close(why string) {
+	p.closeOnce.Do(func() {
+		p.log.Debug().Str("why", why).Msg("stopping ACP agent")
+		p.kill()
+		go func() {
+			_, _ = p.p.Wait()
+			if p.cleanup != nil {
+				p.cleanup()
+			}
+		}()
+	})
+}
+
+func (p *acpProc) exited() bool {
+	select {
+	case <-p.p.Done():
+		return true
+	case <-p.conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// acpCall runs one request to the agent, giving up when ctx ends or the
+// agent goes away.
+func acpCall[T any](ctx context.Context, p *acpProc, call func(context.Context) (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		v, err := call(cctx)
+		done <- answer{v, err}
+	}()
+	select {
+	case a := <-done:
+		return a.v, a.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	case <-p.conn.Done():
+		var zero T
+		return zero, errors.New("the agent exited")
+	}
+}
+
+// failure turns an error talking to the agent into an *Error: the end of
+// ctx first, then a process that went away, then the agent's own error.
+func (a *ACP) failure(ctx context.Context, p *acpProc, what string, err error) *Error {
+	if ce := a.contextError(ctx, err); ce != nil {
+		return ce
+	}
+	tail := p.p.StderrTail()
+	if p.exited() {
+		msg := fmt.Sprintf("%s agent exited during %s", a.name, what)
+		if last := lastLine(tail, 300); last != "" {
+			msg += "; stderr: " + last
+		}
+		return &Error{Kind: KindCrashed, Message: msg, Stderr: tail, Err: err}
+	}
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		if e := classifyACPError(re); e != nil {
+			e.Stderr = tail
+			return e
+		}
+	}
+	return &Error{Kind: KindExecution, Message: fmt.Sprintf("%s agent: %s: %v", a.name, what, err), Stderr: tail, Err: err}
+}
+
+func (a *ACP) contextError(ctx context.Context, cause error) *Error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{Kind: KindTimeout, Message: a.name + " did not finish in time and was stopped", Err: cause}
+	}
+	return &Error{Kind: KindCanceled, Message: a.name + " was stopped", Err: cause}
+}
+
+// classifyACPError reads the agent's JSON-RPC error: an auth error
+// (ACP's -32000) or the model API's status when the agent names one.
+func classifyACPError(re *acp.RequestError) *Error {
+	msg := re.Message
+	if re.Data != nil {
+		msg += ": " + acpRawJSON(re.Data)
+	}
+	switch {
+	case re.Code == -32000:
+		return &Error{Kind: KindAuth, Message: msg, Err: re}
+	case strings.Contains(msg, "429") || strings.Contains(strings.ToLower(msg), "quota") || strings.Contains(strings.ToLower(msg), "rate limit"):
+		return &Error{Kind: KindRateLimit, Message: msg, Err: re}
+	case strings.Contains(msg, "401") || strings.Contains(msg, "403") || strings.Contains(strings.ToLower(msg), "api key"):
+		return &Error{Kind: KindAuth, Message: msg, Err: re}
+	}
+	return &Error{Kind: KindAPI, Message: msg, Err: re}
+}
+
+// openSession makes req's session the open one: kept as it is, loaded, or
+// new. A session the agent cannot load is stale.
+func (a *ACP) openSession(ctx context.Context, p *acpProc, req Request) (fresh bool, err error) {
+	switch {
+	case req.SessionID != "" && req.SessionID == p.session:
+		return false, nil
+	case req.SessionID != "":
+		if !p.caps.LoadSession {
+			return false, &Error{Kind: KindStaleSession, Message: a.name + " agent cannot load sessions (no loadSession capability)"}
+		}
+		p.client.route(req.SessionID, nil) // the replayed history is not this turn's
+		_, err := acpCall(ctx, p, func(c context.Context) (acp.LoadSessionResponse, error) {
+			return p.conn.LoadSession(c, acp.LoadSessionRequest{SessionId: acp.SessionId(req.SessionID), Cwd: req.WorkDir, McpServers: []acp.McpServer{}})
+		})
+		if err != nil {
+			if ce := a.contextError(ctx, err); ce != nil || p.exited() {
+				return false, a.failure(ctx, p, "session/load", err)
+			}
+			p.session = ""
+			return false, &Error{Kind: KindStaleSession, Message: fmt.Sprintf("%s agent could not load session %s: %v", a.name, req.SessionID, err), Err: err}
+		}
+		p.session = req.SessionID
+		return false, nil
+	}
+	resp, err := acpCall(ctx, p, func(c context.Context) (acp.NewSessionResponse, error) {
+		return p.conn.NewSession(c, acp.NewSessionRequest{Cwd: req.WorkDir, McpServers: []acp.McpServer{}})
+	})
+	if err != nil {
+		return false, a.failure(ctx, p, "session/new", err)
+	}
+	p.session = string(resp.SessionId)
+	return true, nil
+}
+
+// promptBlocks is the prompt as content blocks: the persona on a new
+// session (for agents without a setting for it), the text, then the
+// images when the agent takes them.
+func promptBlocks(req Request, persona string, fresh bool, caps acp.PromptCapabilities) []acp.ContentBlock {
+	var blocks []acp.ContentBlock
+	if persona != "" && fresh {
+		blocks = append(blocks, acp.TextBlock("<system>\n"+persona+"\n</system>"))
+	}
+	blocks = append(blocks, acp.TextBlock(req.Prompt))
+	if caps.Image {
+		for _, im := range req.Images {
+			if len(im.Data) == 0 {
+				continue
+			}
+			blocks = append(blocks, acp.ImageBlock(base64.StdEncoding.EncodeToString(im.Data), im.MediaType))
+		}
+	}
+	return blocks
+}
+
+// turn runs one prompt on p. reusable says whether p may serve another.
+func (a *ACP) turn(ctx context.Context, p *acpProc, req Request, persona string, emit func(Event)) (Result, bool, error) {
+	fresh, err := a.openSession(ctx, p, req)
+	if err != nil {
+		return Result{}, !p.exited() && ctx.Err() == nil, err
+	}
+	t := newACPTurn(p.session, req.Approve)
+	p.client.route(p.session, t)
+	defer p.client.route(p.session, nil)
+	emit(Event{Kind: EventInit, SessionID: p.session, Model: req.Model})
+
+	type answer struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := p.conn.Prompt(context.WithoutCancel(ctx), acp.PromptRequest{
+			SessionId: acp.SessionId(p.session),
+			Prompt:    promptBlocks(req, persona, fresh, p.caps.PromptCapabilities),
+		})
+		done <- answer{resp, err}
+	}()
+
+	clock := a.clock()
+	var (
+		stopped   <-chan struct{} = ctx.Done()
+		interrupt <-chan time.Time
+		hang      <-chan time.Time
+		hangTimer clockwork.Timer
+	)
+	if a.opts.Warm.HangTimeout > 0 {
+		hangTimer = clock.NewTimer(a.opts.Warm.HangTimeout)
+		defer hangTimer.Stop()
+		hang = hangTimer.Chan()
+	}
+	for {
+		select {
+		case u := <-t.updates:
+			t.emit(u, emit)
+			if hangTimer != nil {
+				hangTimer.Reset(a.opts.Warm.HangTimeout)
+			}
+		case ans := <-done:
+			t.drain(emit)
+			return a.finish(ctx, p, t, ans.resp, ans.err)
+		case <-stopped:
+			stopped = nil
+			t.endApprovals()
+			if err := p.conn.Cancel(context.WithoutCancel(ctx), acp.CancelNotification{SessionId: acp.SessionId(p.session)}); err != nil {
+				p.log.Debug().Err(err).Msg("session/cancel failed")
+			}
+			interrupt = clock.After(a.interruptWait())
+		case <-interrupt:
+			p.close("did not answer session/cancel in time")
+			return t.mapper.Result(acp.PromptResponse{}), false, a.contextError(ctx, errors.New("the agent did not answer session/cancel"))
+		case <-hang:
+			if t.pending() > 0 {
+				hangTimer.Reset(a.opts.Warm.HangTimeout)
+				continue
+			}
+			p.close("hung")
+			return t.mapper.Result(acp.PromptResponse{}), false, &Error{
+				Kind: KindCrashed, Message: fmt.Sprintf("%s agent sent nothing for %s and was stopped", a.name, a.opts.Warm.HangTimeout),
+				Stderr: p.p.StderrTail(), ModelOutput: t.output,
+			}
+		case <-p.conn.Done():
+			t.drain(emit)
+			res := t.mapper.Result(acp.PromptResponse{})
+			if ce := a.contextError(ctx, nil); ce != nil {
+				return res, false, ce
+			}
+			e := a.failure(ctx, p, "the turn", errors.New("the agent exited"))
+			e.ModelOutput = t.output
+			return res, false, e
+		}
+	}
+}
+
+// finish turns the prompt's answer into the turn's outcome.
+func (a *ACP) finish(ctx context.Context, p *acpProc, t *acpTurn, resp acp.PromptResponse, err error) (Result, bool, error) {
+	res := t.mapper.Result(resp)
+	if err != nil {
+		e := a.failure(ctx, p, "session/prompt", err)
+		e.ModelOutput = t.output
+		return res, !p.exited(), e
+	}
+	if resp.StopReason == acp.StopReasonCancelled || ctx.Err() != nil {
+		if ce := a.contextError(ctx, nil); ce != nil {
+			ce.ModelOutput = t.output
+			return res, true, ce
+		}
+		return res, true, &Error{Kind: KindCanceled, Message: a.name + " agent cancelled the turn"}
+	}
+	switch resp.StopReason {
+	case acp.StopReasonMaxTurnRequests:
+		return res, true, &Error{Kind: KindMaxTurns, Message: a.name + " agent reached its turn limit"}
+	case acp.StopReasonRefusal:
+		return res, true, &Error{Kind: KindAPI, Message: a.name + " agent refused the prompt"}
+	}
+	return res, true, nil
+}
+
+// acpBinary is the agent's program: the configured one, or its usual
+// name looked up on PATH when the process starts.
+func acpBinary(configured, name string) string {
+	if configured != "" {
+		return configured
+	}
+	return name
+}
+
+// acpTempFile writes text to a new temporary file the agent's user may
+// read, and returns it with the function that removes it.
+func acpTempFile(opts Options, pattern, text string) (string, func(), error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return "", nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+	}
+	remove := func() { os.Remove(f.Name()) }
+	_, werr := f.WriteString(text)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = opts.share(f.Name())
+	}
+	if werr != nil {
+		remove()
+		return "", nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: werr}
+	}
+	return f.Name(), remove, nil
+}
+
+// acpSettings is a short fingerprint of the parts.
+func acpSettings(parts ...any) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%q\x00", fmt.Sprint(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
