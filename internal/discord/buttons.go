@@ -232,28 +232,10 @@ type buttonMessage struct {
 // it at most once. Invalid input returns ErrInvalidButtons and reaches
 // nobody.
 func (b *Bot) PostButtons(ctx context.Context, channel, text string, buttons []Button) (messageID string, err error) {
-	ch, err := parseID("channel", channel)
-	if err != nil {
-		return "", err
+	if len(buttons) == 0 {
+		return "", fmt.Errorf("%w: 0 buttons, want 1-%d", ErrInvalidButtons, maxButtons)
 	}
-	row, err := buttonRow(text, buttons)
-	if err != nil {
-		return "", err
-	}
-	body := buttonMessage{
-		SendMessageData: api.SendMessageData{
-			Content:         text,
-			Nonce:           fmt.Sprintf("%sb%d", b.noncePrefix, b.buttons.seq.Add(1)),
-			Components:      row,
-			AllowedMentions: noPings(false),
-		},
-		EnforceNonce: true,
-	}
-	id, err := b.postMessage(ctx, ch, body)
-	if err != nil {
-		return "", fmt.Errorf("post buttons in channel %s: %w", channel, err)
-	}
-	return id.String(), nil
+	return b.PostRows(ctx, channel, text, []Row{{Buttons: buttons}})
 }
 
 // postMessage posts body (a message with an enforced nonce) in ch, trying
