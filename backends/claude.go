@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +14,9 @@ import (
 func init() {
 	Register("claude", func(o Options) Backend { return NewClaude(o) })
 }
+
+// claudeCLI is what the runner knows of claude.
+var claudeCLI = cliSpec{name: "claude", install: "npm i -g @anthropic-ai/claude-code", envAllow: claudeEnvAllow}
 
 // claudeEnvAllow names the variables claude may see beyond baseEnv: its
 // credentials and endpoint (ANTHROPIC_*), its own switches (CLAUDE_*,
@@ -32,11 +31,12 @@ var claudeEnvAllow = []string{
 	"USE_BUILTIN_RIPGREP",
 }
 
-// Scanner limits for claude's stdout: one JSON line per event; a tool result
-// can be large, and a line over the maximum ends the read with an error.
+// Scanner limits for claude's stdout, the runner's: one JSON line per
+// event; a tool result can be large, and a line over the maximum is
+// skipped.
 const (
-	claudeLineStart = 64 << 10
-	claudeLineMax   = 16 << 20
+	claudeLineStart = streamLineStart
+	claudeLineMax   = streamLineMax
 )
 
 // Claude runs one turn of Anthropic's claude CLI (Claude Code) in print mode
@@ -44,6 +44,7 @@ const (
 // concurrent use: every Run starts its own process group.
 type Claude struct {
 	opts Options
+	run  runner
 	pool *warmPool[*claudeProc]
 }
 
@@ -54,8 +55,8 @@ var _ Backend = (*Claude)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL (default
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewClaude(opts Options) *Claude {
-	opts.Env = opts.userEnv(opts.Env)
 	c := &Claude{opts: opts}
+	c.run = newRunner(claudeCLI, &c.opts)
 	c.pool = newWarmPool[*claudeProc]("claude", opts.Warm, opts.Log)
 	return c
 }
@@ -85,8 +86,6 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	if c.interactive(req) {
 		return c.runInteractive(ctx, req, emit)
 	}
-	log := c.opts.Log.With().Str("backend", "claude").Logger()
-
 	bin, err := c.binary()
 	if err != nil {
 		return Result{}, err
@@ -98,14 +97,11 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	promptFile := req.SystemPromptFile
 	if promptFile == "" && req.SystemPrompt != "" {
 		// The persona can be long: a file, never argv.
-		f, err := writeTemp(req.SystemPrompt)
+		f, remove, err := c.run.tempFile("claude-system-*.md", req.SystemPrompt)
 		if err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+			return Result{}, err
 		}
-		defer os.Remove(f)
-		if err := c.opts.share(f); err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
-		}
+		defer remove()
 		promptFile = f
 	}
 
@@ -114,31 +110,6 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	// for minutes.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	p, err := proc.Start(runCtx, proc.Spec{
-		Path:  bin,
-		Args:  claudeArgs(req, promptFile),
-		Dir:   req.WorkDir,
-		Env:   FilterEnv(c.opts.Env, claudeEnvAllow, nil),
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: c.opts.KillGrace,
-		// On SIGINT claude stops the turn and prints its result, with the
-		// session's cost so far (testdata/claude/interrupted.jsonl); on
-		// SIGTERM it prints nothing.
-		Interrupt:  syscall.SIGINT,
-		Credential: c.opts.credential(),
-		Owner:      c.opts.Owner,
-	})
-	if err != nil {
-		if ctxErr := contextError(ctx, context.Cause(ctx)); ctxErr != nil {
-			return Result{}, ctxErr
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return Result{}, notFound(bin, err)
-		}
-		return Result{}, &Error{Kind: KindCrashed, Message: "start claude", Err: err}
-	}
-	log = log.With().Int("pid", p.Pid()).Logger()
-
 	var parser ClaudeParser
 	parse := func(line []byte) ([]Event, error) {
 		events, err := parser.Parse(line)
@@ -147,26 +118,32 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		}
 		return events, err
 	}
-	out := readStream(p, claudeLineStart, claudeLineMax, parse, emit, log)
-	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
-	if garbage.n > 0 {
-		log.Warn().Int("skipped", garbage.n).Msg("claude printed lines that are not JSON events")
-	}
-	if out.Skipped > 0 {
-		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", claudeLineMax).Msg("skipped claude output lines over the size limit")
+	out, err := c.run.runOnce(runCtx, runSpec{
+		bin:   bin,
+		args:  claudeArgs(req, promptFile),
+		dir:   req.WorkDir,
+		env:   c.run.env(nil, nil),
+		stdin: strings.NewReader(req.Prompt),
+		// On SIGINT claude stops the turn and prints its result, with the
+		// session's cost so far (testdata/claude/interrupted.jsonl); on
+		// SIGTERM it prints nothing.
+		interrupt: syscall.SIGINT,
+	}, parse, emit)
+	if err != nil {
+		return Result{}, err
 	}
 
 	res, resErr := parser.Result()
 	if fatal := parser.Fatal(); fatal != nil && ctx.Err() == nil {
 		// Stopped for it: the aborted result claude prints on the way out
 		// (it is interrupted) says nothing the fatal error does not.
-		log.Debug().Str("kind", string(fatal.Kind)).Msg("stopped claude: its retries could not succeed")
+		c.opts.Log.Debug().Str("backend", "claude").Str("kind", string(fatal.Kind)).Msg("stopped claude: its retries could not succeed")
 		withTail := *fatal
-		withTail.Stderr = stderr
+		withTail.Stderr = out.Stderr
 		withTail.ModelOutput = out.ModelOutput || parser.Answered()
 		return res, &withTail
 	}
-	ctxErr := contextError(ctx, waitErr)
+	ctxErr := contextError(ctx, out.WaitErr)
 	if ctxErr != nil && resErr != nil {
 		// Interrupted (stopped, timed out): what stopped the turn is the
 		// context, whatever claude's aborted result says; the result
@@ -179,23 +156,19 @@ func (c *Claude) Run(ctx context.Context, req Request, emit func(Event)) (Result
 			ctxErr = retrying
 		}
 		ctxErr.ModelOutput = out.ModelOutput || parser.Answered()
-		ctxErr.Stderr = stderr
+		ctxErr.Stderr = out.Stderr
 		return res, ctxErr
 	}
 	if !errors.Is(resErr, errNoResult) {
 		// The stream said how the turn ended; that outranks exit codes, a
 		// late kill and anything after the result line.
-		var e *Error
-		if errors.As(resErr, &e) {
-			// A copy: the one in the result event is already out there.
-			withTail := *e
-			withTail.Stderr = stderr
-			return res, &withTail
+		if e := streamError(resErr, out.Stderr); e != nil {
+			return res, e
 		}
 		return res, nil
 	}
 
-	return res, endedWithoutResult(exit, waitErr, scanErr, stderr, &garbage, out.Skipped)
+	return res, endedWithoutResult(out.Exit, out.WaitErr, out.ScanErr, out.Stderr, &out.Garbage, out.Skipped)
 }
 
 // endedWithoutResult explains a claude that exited before its result
@@ -205,23 +178,8 @@ func endedWithoutResult(exit proc.Exit, waitErr, scanErr error, stderr string, g
 	if strings.Contains(stderr, claudeRootRefusal) || strings.Contains(garbage.text(), claudeRootRefusal) {
 		return &Error{Kind: KindPermission, Message: rootRefusalMessage, Stderr: stderr}
 	}
-	msg := fmt.Sprintf("claude ended without a result (%v)", exit)
-	if waitErr != nil {
-		msg += ": " + waitErr.Error()
-	}
-	if last := lastLine(stderr, 300); last != "" {
-		msg += "; stderr: " + last
-	}
-	if g := garbage.text(); g != "" {
-		msg += "; last non-JSON output: " + g
-	}
-	if skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", skipped, claudeLineMax)
-	}
-	if scanErr != nil {
-		scanErr = fmt.Errorf("read claude output: %w", scanErr)
-	}
-	return &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+	out := streamOutput{Exit: exit, WaitErr: waitErr, ScanErr: scanErr, Stderr: stderr, Garbage: *garbage, Skipped: skipped}
+	return runner{cli: claudeCLI}.ended(out, "ended without a result", "")
 }
 
 // claudeArgs builds the command line. The prompt is not on it: it goes to
@@ -262,39 +220,15 @@ func claudeArgs(req Request, systemPromptFile string) []string {
 func (c *Claude) Isolates() bool { return true }
 
 // binary resolves the CLI to run.
-func (c *Claude) binary() (string, error) {
-	bin := c.opts.Binary
-	if bin == "" {
-		bin = "claude"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return "", notFound(bin, err)
-	}
-	return path, nil
-}
+func (c *Claude) binary() (string, error) { return c.run.binary() }
 
-func notFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("claude CLI %q not found: install with npm i -g @anthropic-ai/claude-code or set AGENT_CLI_PATH", bin),
-		Err:     err,
-	}
-}
+// notFound is the error of a claude binary that is not there.
+func notFound(bin string, err error) *Error { return runner{cli: claudeCLI}.notFound(bin, err) }
 
 // contextError turns the end of ctx into KindTimeout or KindCanceled, or
 // returns nil if ctx has not ended. cause is what stopped the process.
 func contextError(ctx context.Context, cause error) *Error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause == nil {
-		cause = context.Cause(ctx)
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{Kind: KindTimeout, Message: "claude did not finish in time and was stopped", Err: cause}
-	}
-	return &Error{Kind: KindCanceled, Message: "claude was stopped", Err: cause}
+	return cliContextError("claude", ctx, cause)
 }
 
 // lastLine returns the last non-empty line of s, cut to max bytes.
@@ -309,22 +243,9 @@ func lastLine(s string, max int) string {
 	return s
 }
 
-func writeTemp(text string) (string, error) {
-	f, err := os.CreateTemp("", "claude-system-*.md")
-	if err != nil {
-		return "", err
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
-}
+// writeTemp writes claude's system prompt into a temporary file; the
+// caller shares it with the agent user and removes it.
+func writeTemp(text string) (string, error) { return writeTempFile("claude-system-*.md", text) }
 
 // garbageLog counts skipped stdout lines and keeps the start of the last
 // few, for the error message when claude dies without a result.

@@ -3,20 +3,18 @@ package backends
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/agentgateway/gateway/internal/proc"
 )
 
 func init() {
 	Register("pi", func(o Options) Backend { return NewPi(o) })
 }
+
+// piCLI is what the runner knows of pi. pi prints notices that are not
+// JSON on stdout.
+var piCLI = cliSpec{name: "pi", install: "npm i -g @mariozechner/pi-coding-agent", envAllow: piEnvAllow, quietGarbage: true}
 
 // piEnvAllow names the variables pi may see beyond baseEnv: its own
 // settings (PI_*) and the credentials and endpoints of the providers it
@@ -32,13 +30,10 @@ var piEnvAllow = []string{
 	"XIAOMI_*",
 }
 
-// Scanner limits for pi's stdout: one JSON line per event. Every
-// message_update line repeats the whole message so far, and a tool result
-// can be large; a line over the maximum is skipped, not fatal.
-const (
-	piLineStart = 64 << 10
-	piLineMax   = 16 << 20
-)
+// piLineMax bounds a line of pi's stdout: every message_update line
+// repeats the whole message so far, and a tool result can be large; a
+// line over it is skipped, not fatal.
+const piLineMax = streamLineMax
 
 // Pi runs one turn of Mario Zechner's pi coding agent
 // (@mariozechner/pi-coding-agent) in print mode with JSON output, parsed by
@@ -51,6 +46,7 @@ const (
 // Request.MaxTurns is not applied.
 type Pi struct {
 	opts Options
+	run  runner
 }
 
 var _ Backend = (*Pi)(nil)
@@ -60,8 +56,9 @@ var _ Backend = (*Pi)(nil)
 // time between SIGTERM and SIGKILL (default proc.DefaultGrace) and opts.Log
 // gets diagnostics.
 func NewPi(opts Options) *Pi {
-	opts.Env = opts.userEnv(opts.Env)
-	return &Pi{opts: opts}
+	p := &Pi{opts: opts}
+	p.run = newRunner(piCLI, &p.opts)
+	return p
 }
 
 // Name implements Backend.
@@ -81,10 +78,9 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	log := p.opts.Log.With().Str("backend", "pi").Logger()
 	started := time.Now()
 
-	bin, err := p.binary()
+	bin, err := p.run.binary()
 	if err != nil {
 		return Result{}, err
 	}
@@ -95,43 +91,24 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 	promptFile := req.SystemPromptFile
 	if promptFile == "" && req.SystemPrompt != "" {
 		// The persona can be long: a file, never argv.
-		f, err := writeTemp(req.SystemPrompt)
+		f, remove, err := p.run.tempFile("pi-system-*.md", req.SystemPrompt)
 		if err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+			return Result{}, err
 		}
-		defer os.Remove(f)
+		defer remove()
 		promptFile = f
 	}
 
-	pr, err := proc.Start(ctx, proc.Spec{
-		Path:       bin,
-		Args:       piArgs(req, promptFile),
-		Dir:        req.WorkDir,
-		Env:        FilterEnv(p.opts.Env, piEnvAllow, nil),
-		Stdin:      strings.NewReader(req.Prompt),
-		Grace:      p.opts.KillGrace,
-		Credential: p.opts.credential(),
-		Owner:      p.opts.Owner,
-	})
-	if err != nil {
-		if ctxErr := piContextError(ctx, context.Cause(ctx)); ctxErr != nil {
-			return Result{}, ctxErr
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return Result{}, piNotFound(bin, err)
-		}
-		return Result{}, &Error{Kind: KindCrashed, Message: "start pi", Err: err}
-	}
-	log = log.With().Int("pid", pr.Pid()).Logger()
-
 	var parser PiParser
-	out := readStream(pr, piLineStart, piLineMax, parser.Parse, emit, log)
-	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
-	if garbage.n > 0 {
-		log.Debug().Int("skipped", garbage.n).Msg("pi printed lines that are not JSON events")
-	}
-	if out.Skipped > 0 {
-		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", piLineMax).Msg("skipped pi output lines over the size limit")
+	out, err := p.run.runOnce(ctx, runSpec{
+		bin:   bin,
+		args:  piArgs(req, promptFile),
+		dir:   req.WorkDir,
+		env:   p.run.env(nil, nil),
+		stdin: strings.NewReader(req.Prompt),
+	}, parser.Parse, emit)
+	if err != nil {
+		return Result{}, err
 	}
 
 	res, resErr := parser.Result()
@@ -139,43 +116,21 @@ func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, er
 		// The stream said how the turn ended; that outranks exit codes and
 		// a late kill.
 		res.Duration = time.Since(started)
-		var e *Error
-		if errors.As(resErr, &e) {
-			withTail := *e
-			withTail.Stderr = stderr
-			emit(Event{Kind: EventResult, SessionID: res.SessionID, Result: &res, Err: &withTail})
-			return res, &withTail
+		if e := streamError(resErr, out.Stderr); e != nil {
+			emit(Event{Kind: EventResult, SessionID: res.SessionID, Result: &res, Err: e})
+			return res, e
 		}
 		emit(Event{Kind: EventResult, SessionID: res.SessionID, Result: &res})
 		return res, nil
 	}
-
-	if ctxErr := piContextError(ctx, waitErr); ctxErr != nil {
-		ctxErr.ModelOutput = out.ModelOutput
-		ctxErr.Stderr = stderr
-		return res, ctxErr
-	}
-	if e := piFailure(stderr, garbage.text()); e != nil {
-		e.Stderr = stderr
+	if e := p.run.stopped(ctx, out); e != nil {
 		return res, e
 	}
-	msg := fmt.Sprintf("pi ended without a result (%v)", exit)
-	if waitErr != nil {
-		msg += ": " + waitErr.Error()
+	if e := piFailure(out.Stderr, out.Garbage.text()); e != nil {
+		e.Stderr = out.Stderr
+		return res, e
 	}
-	if last := lastLine(stderr, 300); last != "" {
-		msg += "; stderr: " + last
-	}
-	if g := garbage.text(); g != "" {
-		msg += "; last non-JSON output: " + g
-	}
-	if out.Skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, piLineMax)
-	}
-	if scanErr != nil {
-		scanErr = fmt.Errorf("read pi output: %w", scanErr)
-	}
-	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+	return res, p.run.ended(out, "ended without a result", "")
 }
 
 // piArgs builds the command line. The prompt is not on it: it goes to
@@ -265,40 +220,4 @@ func piMapTools(allowed []string) []string {
 		out = append(out, name)
 	}
 	return out
-}
-
-// binary resolves the CLI to run.
-func (p *Pi) binary() (string, error) {
-	bin := p.opts.Binary
-	if bin == "" {
-		bin = "pi"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return "", piNotFound(bin, err)
-	}
-	return path, nil
-}
-
-func piNotFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("pi CLI %q not found: install with npm i -g @mariozechner/pi-coding-agent or set AGENT_CLI_PATH", bin),
-		Err:     err,
-	}
-}
-
-// piContextError turns the end of ctx into KindTimeout or KindCanceled, or
-// returns nil if ctx has not ended. cause is what stopped the process.
-func piContextError(ctx context.Context, cause error) *Error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause == nil {
-		cause = context.Cause(ctx)
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{Kind: KindTimeout, Message: "pi did not finish in time and was stopped", Err: cause}
-	}
-	return &Error{Kind: KindCanceled, Message: "pi was stopped", Err: cause}
 }
