@@ -5,20 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"os/exec"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/agentgateway/gateway/internal/proc"
 )
 
 func init() {
 	Register("opencode", func(o Options) Backend { return NewOpencode(o) })
 }
+
+// opencodeCLI is what the runner knows of opencode.
+var opencodeCLI = cliSpec{name: "opencode", install: "npm i -g opencode-ai", envAllow: opencodeEnvAllow}
 
 // opencodeEnvAllow names the variables opencode may see beyond baseEnv: its
 // own settings (OPENCODE_*) and the keys of the providers it is most often
@@ -49,8 +46,7 @@ const (
 // on stdin.
 type Opencode struct {
 	opts Options
-	// acp runs the turns that need a kept process or approvals (opencode acp).
-	acp *ACP
+	run  runner
 }
 
 var _ Backend = (*Opencode)(nil)
@@ -60,17 +56,10 @@ var _ Backend = (*Opencode)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL (default
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewOpencode(opts Options) *Opencode {
-	opts.Env = opts.userEnv(opts.Env)
 	o := &Opencode{opts: opts}
-	o.acp = acpOpencode(o)
+	o.run = newRunner(opencodeCLI, &o.opts)
 	return o
 }
-
-// Close stops the kept ACP processes.
-func (o *Opencode) Close() error { return o.acp.Close() }
-
-// Warm describes the kept ACP processes.
-func (o *Opencode) Warm() WarmStats { return o.acp.Warm() }
 
 // Name implements Backend.
 func (o *Opencode) Name() string { return "opencode" }
@@ -86,15 +75,10 @@ func (o *Opencode) Name() string { return "opencode" }
 // ctx deadline kills the process group and returns KindTimeout; another
 // cancellation returns KindCanceled.
 func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
-	if useACP(o.opts.Warm, req) {
-		return o.acp.Run(ctx, req, emit)
-	}
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	log := o.opts.Log.With().Str("backend", "opencode").Logger()
-
-	bin, err := o.binary()
+	bin, err := o.run.binary()
 	if err != nil {
 		return Result{}, err
 	}
@@ -104,59 +88,35 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 
 	promptFile := req.SystemPromptFile
 	if promptFile == "" && req.SystemPrompt != "" {
-		f, err := opencodeWriteTemp(req.SystemPrompt)
+		f, remove, err := o.run.tempFile("opencode-system-*.md", req.SystemPrompt)
 		if err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+			return Result{}, err
 		}
-		defer os.Remove(f)
-		if err := o.opts.share(f); err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
-		}
+		defer remove()
 		promptFile = f
 	}
 
-	env, err := opencodeEnv(FilterEnv(o.opts.Env, opencodeEnvAllow, nil), req, promptFile)
+	env, err := opencodeEnv(o.run.env(nil, nil), req, promptFile)
 	if err != nil {
 		return Result{}, err
 	}
-	p, err := proc.Start(ctx, proc.Spec{
-		Path:       bin,
-		Args:       opencodeArgs(req),
-		Dir:        req.WorkDir,
-		Env:        env,
-		Stdin:      strings.NewReader(req.Prompt),
-		Grace:      o.opts.KillGrace,
-		Credential: o.opts.credential(),
-		Owner:      o.opts.Owner,
-	})
-	if err != nil {
-		if ctxErr := opencodeContextError(ctx, context.Cause(ctx)); ctxErr != nil {
-			return Result{}, ctxErr
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return Result{}, opencodeNotFound(bin, err)
-		}
-		return Result{}, &Error{Kind: KindCrashed, Message: "start opencode", Err: err}
-	}
-	log = log.With().Int("pid", p.Pid()).Logger()
-
 	var parser OpencodeParser
-	out := readStream(p, claudeLineStart, claudeLineMax, parser.Parse, emit, log)
-	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
-	if garbage.n > 0 {
-		log.Warn().Int("skipped", garbage.n).Msg("opencode printed lines that are not JSON events")
-	}
-	if out.Skipped > 0 {
-		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", claudeLineMax).Msg("skipped opencode output lines over the size limit")
+	out, err := o.run.runOnce(ctx, runSpec{
+		bin:   bin,
+		args:  opencodeArgs(req),
+		dir:   req.WorkDir,
+		env:   env,
+		stdin: strings.NewReader(req.Prompt),
+	}, parser.Parse, emit)
+	if err != nil {
+		return Result{}, err
 	}
 
 	// opencode prints no final line, so a stream cut short by the kill can
 	// look finished: when the context ended first, that decides.
-	if waitErr != nil {
-		if ctxErr := opencodeContextError(ctx, waitErr); ctxErr != nil {
-			ctxErr.ModelOutput = out.ModelOutput
-			ctxErr.Stderr = stderr
-			return Result{SessionID: parser.SessionID()}, ctxErr
+	if out.WaitErr != nil {
+		if e := o.run.stopped(ctx, out); e != nil {
+			return Result{SessionID: parser.SessionID()}, e
 		}
 	}
 	for _, ev := range parser.Finish() {
@@ -164,37 +124,16 @@ func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Resu
 	}
 	res, resErr := parser.Result()
 	if !errors.Is(resErr, errNoResult) {
-		var e *Error
-		if errors.As(resErr, &e) {
-			withTail := *e
-			withTail.Stderr = stderr
-			return res, &withTail
+		if e := streamError(resErr, out.Stderr); e != nil {
+			return res, e
 		}
 		return res, nil
 	}
-	if e := classifyOpencodeStderr(stderr, req.SessionID != ""); e != nil {
-		e.Stderr = stderr
+	if e := classifyOpencodeStderr(out.Stderr, req.SessionID != ""); e != nil {
+		e.Stderr = out.Stderr
 		return res, e
 	}
-	msg := fmt.Sprintf("opencode ended without a result (%v)", exit)
-	if waitErr != nil {
-		msg += ": " + waitErr.Error()
-	}
-	if last := opencodeErrorLine(stderr); last != "" {
-		msg += "; " + last
-	} else if last := lastLine(stderr, 300); last != "" {
-		msg += "; stderr: " + last
-	}
-	if g := garbage.text(); g != "" {
-		msg += "; last non-JSON output: " + g
-	}
-	if out.Skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, claudeLineMax)
-	}
-	if scanErr != nil {
-		scanErr = fmt.Errorf("read opencode output: %w", scanErr)
-	}
-	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+	return res, o.run.ended(out, "ended without a result", opencodeErrorLine(out.Stderr))
 }
 
 // opencodeArgs builds the command line. The prompt is not on it: it goes
@@ -430,54 +369,10 @@ func opencodeMerge(base, over map[string]any) map[string]any {
 }
 
 // binary resolves the CLI to run.
-func (o *Opencode) binary() (string, error) {
-	bin := o.opts.Binary
-	if bin == "" {
-		bin = "opencode"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return "", opencodeNotFound(bin, err)
-	}
-	return path, nil
-}
+func (o *Opencode) binary() (string, error) { return o.run.binary() }
 
-func opencodeNotFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("opencode CLI %q not found: install with npm i -g opencode-ai or set AGENT_CLI_PATH", bin),
-		Err:     err,
-	}
-}
-
-// opencodeContextError turns the end of ctx into KindTimeout or
-// KindCanceled, or returns nil if ctx has not ended.
-func opencodeContextError(ctx context.Context, cause error) *Error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause == nil {
-		cause = context.Cause(ctx)
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{Kind: KindTimeout, Message: "opencode did not finish in time and was stopped", Err: cause}
-	}
-	return &Error{Kind: KindCanceled, Message: "opencode was stopped", Err: cause}
-}
-
+// opencodeWriteTemp writes the persona into a temporary file; the caller
+// shares it with the agent user and removes it.
 func opencodeWriteTemp(text string) (string, error) {
-	f, err := os.CreateTemp("", "opencode-system-*.md")
-	if err != nil {
-		return "", err
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
+	return writeTempFile("opencode-system-*.md", text)
 }
