@@ -47,6 +47,8 @@ const (
 type Opencode struct {
 	opts Options
 	run  runner
+	// acp runs the turns that need a kept process or approvals (opencode acp).
+	acp *ACP
 }
 
 var _ Backend = (*Opencode)(nil)
@@ -58,8 +60,15 @@ var _ Backend = (*Opencode)(nil)
 func NewOpencode(opts Options) *Opencode {
 	o := &Opencode{opts: opts}
 	o.run = newRunner(opencodeCLI, &o.opts)
+	o.acp = acpOpencode(o)
 	return o
 }
+
+// Close stops the kept ACP processes.
+func (o *Opencode) Close() error { return o.acp.Close() }
+
+// Warm describes the kept ACP processes.
+func (o *Opencode) Warm() WarmStats { return o.acp.Warm() }
 
 // Name implements Backend.
 func (o *Opencode) Name() string { return "opencode" }
@@ -75,6 +84,9 @@ func (o *Opencode) Name() string { return "opencode" }
 // ctx deadline kills the process group and returns KindTimeout; another
 // cancellation returns KindCanceled.
 func (o *Opencode) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	if useACP(o.opts.Warm, req) {
+		return o.acp.Run(ctx, req, emit)
+	}
 	if emit == nil {
 		emit = func(Event) {}
 	}
