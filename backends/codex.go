@@ -69,6 +69,8 @@ const (
 // prompt of a resumed turn.
 type Codex struct {
 	opts Options
+	// app keeps warm `codex app-server` processes (codex_app.go).
+	app codexAppPool
 }
 
 var _ Backend = (*Codex)(nil)
@@ -99,6 +101,9 @@ func (c *Codex) Name() string { return "codex" }
 func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
 	if emit == nil {
 		emit = func(Event) {}
+	}
+	if c.usesAppServer() {
+		return c.runApp(ctx, req, emit)
 	}
 	log := c.opts.Log.With().Str("backend", "codex").Logger()
 	started := time.Now()
