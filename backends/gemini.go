@@ -6,22 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/agentgateway/gateway/internal/proc"
 )
 
 func init() {
 	Register("gemini", func(o Options) Backend { return NewGemini(o) })
 }
+
+// geminiCLI is what the runner knows of gemini. gemini prints notices
+// that are not JSON on stdout.
+var geminiCLI = cliSpec{name: "gemini", install: "npm i -g @google/gemini-cli", envAllow: geminiEnvAllow, quietGarbage: true}
 
 // geminiEnvAllow names the variables gemini may see beyond baseEnv: its
 // credentials, endpoint and switches (GEMINI_*, GOOGLE_* for Vertex AI and
@@ -31,12 +31,6 @@ var geminiEnvAllow = []string{"GEMINI_*", "GOOGLE_*", "NO_COLOR"}
 // geminiEnvDeny are variables the adapter sets itself or that would make
 // the CLI write files the gateway did not ask for.
 var geminiEnvDeny = []string{"GEMINI_SYSTEM_MD", "GEMINI_WRITE_SYSTEM_MD"}
-
-// Scanner limits for gemini's stdout, as for claude.
-const (
-	geminiLineStart = 64 << 10
-	geminiLineMax   = 16 << 20
-)
 
 // geminiExportTimeout bounds the run that exports gemini's built-in system
 // prompt (about 2 s).
@@ -92,6 +86,7 @@ var geminiToolNames = map[string]string{
 // an export.
 type Gemini struct {
 	opts Options
+	run  runner
 
 	mu   sync.Mutex        // guards base; held during an export
 	base map[string]string // exported built-in prompts by geminiBaseKey
@@ -107,8 +102,8 @@ var _ Backend = (*Gemini)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL and opts.Log gets
 // diagnostics.
 func NewGemini(opts Options) *Gemini {
-	opts.Env = opts.userEnv(opts.Env)
 	g := &Gemini{opts: opts, base: map[string]string{}}
+	g.run = newRunner(geminiCLI, &g.opts)
 	g.acp = acpGemini(g)
 	return g
 }
@@ -139,7 +134,7 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	log := g.opts.Log.With().Str("backend", "gemini").Logger()
+	log := g.run.log()
 
 	bin, err := g.binary()
 	if err != nil {
@@ -157,97 +152,54 @@ func (g *Gemini) Run(ctx context.Context, req Request, emit func(Event)) (Result
 		return Result{}, err
 	}
 
-	env := append([]string(nil), g.opts.Env...)
+	// No persona: gemini's own prompt, or the operator's GEMINI_SYSTEM_MD.
+	env := g.run.env(nil, []string{"GEMINI_WRITE_SYSTEM_MD"})
 	if persona != "" {
 		base, err := g.basePrompt(ctx, bin, req.WorkDir, args, log)
 		if err != nil {
-			if ctxErr := geminiContextError(ctx, nil); ctxErr != nil {
+			if ctxErr := g.run.contextError(ctx, nil); ctxErr != nil {
 				return Result{}, ctxErr
 			}
 			log.Warn().Err(err).Msg("could not export gemini's built-in system prompt; using a short replacement")
 			base = geminiFallbackPrompt
 		}
-		f, err := writeGeminiSystem(base + geminiPersonaHeader + persona)
+		f, remove, err := g.run.tempFile("gemini-system-*.md", base+geminiPersonaHeader+persona)
 		if err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+			return Result{}, err
 		}
-		defer os.Remove(f)
-		if err := g.opts.share(f); err != nil {
-			return Result{}, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
-		}
-		env = FilterEnv(env, geminiEnvAllow, geminiEnvDeny)
-		env = append(env, "GEMINI_SYSTEM_MD="+f)
-	} else {
-		// No persona: gemini's own prompt, or the operator's GEMINI_SYSTEM_MD.
-		env = FilterEnv(env, geminiEnvAllow, []string{"GEMINI_WRITE_SYSTEM_MD"})
+		defer remove()
+		env = append(g.run.env(nil, geminiEnvDeny), "GEMINI_SYSTEM_MD="+f)
 	}
-
-	p, err := proc.Start(ctx, proc.Spec{
-		Path:       bin,
-		Args:       args,
-		Dir:        req.WorkDir,
-		Env:        env,
-		Stdin:      strings.NewReader(req.Prompt),
-		Grace:      g.opts.KillGrace,
-		Credential: g.opts.credential(),
-		Owner:      g.opts.Owner,
-	})
-	if err != nil {
-		if ctxErr := geminiContextError(ctx, context.Cause(ctx)); ctxErr != nil {
-			return Result{}, ctxErr
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return Result{}, geminiNotFound(bin, err)
-		}
-		return Result{}, &Error{Kind: KindCrashed, Message: "start gemini", Err: err}
-	}
-	log = log.With().Int("pid", p.Pid()).Logger()
 
 	var parser GeminiParser
-	out := readStream(p, geminiLineStart, geminiLineMax, parser.Parse, emit, log)
-	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
-	if garbage.n > 0 {
-		log.Debug().Int("skipped", garbage.n).Msg("gemini printed lines that are not JSON events")
-	}
-	if out.Skipped > 0 {
-		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", geminiLineMax).Msg("skipped gemini output lines over the size limit")
+	out, err := g.run.runOnce(ctx, runSpec{
+		bin:   bin,
+		args:  args,
+		dir:   req.WorkDir,
+		env:   env,
+		stdin: strings.NewReader(req.Prompt),
+	}, parser.Parse, emit)
+	if err != nil {
+		return Result{}, err
 	}
 
 	res, resErr := parser.Result()
 	if !errors.Is(resErr, errNoResult) {
 		// The stream said how the turn ended; that outranks the exit code
 		// (gemini exits with the HTTP status mod 256) and a late kill.
-		var e *Error
-		if errors.As(resErr, &e) {
-			withTail := *e
-			withTail.Stderr = stderr
-			return res, &withTail
+		if e := streamError(resErr, out.Stderr); e != nil {
+			return res, e
 		}
 		return res, nil
 	}
-	if ctxErr := geminiContextError(ctx, waitErr); ctxErr != nil {
-		ctxErr.ModelOutput = out.ModelOutput
-		ctxErr.Stderr = stderr
-		return res, ctxErr
-	}
-	if e := ClassifyGeminiStderr(stderr); e != nil {
-		e.Stderr = stderr
+	if e := g.run.stopped(ctx, out); e != nil {
 		return res, e
 	}
-	msg := fmt.Sprintf("gemini ended without a result (%v)", exit)
-	if waitErr != nil {
-		msg += ": " + waitErr.Error()
+	if e := ClassifyGeminiStderr(out.Stderr); e != nil {
+		e.Stderr = out.Stderr
+		return res, e
 	}
-	if last := lastLine(stderr, 300); last != "" {
-		msg += "; stderr: " + last
-	}
-	if gt := garbage.text(); gt != "" {
-		msg += "; last non-JSON output: " + gt
-	}
-	if scanErr != nil {
-		scanErr = fmt.Errorf("read gemini output: %w", scanErr)
-	}
-	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+	return res, g.run.ended(out, "ended without a result", "")
 }
 
 // geminiArgs builds the command line. The prompt is not on it: `-p ""`
@@ -385,8 +337,7 @@ func (g *Gemini) exportPrompt(ctx context.Context, bin, dir string, args []strin
 		}
 	}
 	out := filepath.Join(tmp, "system.md")
-	env := FilterEnv(g.opts.Env, geminiEnvAllow,
-		[]string{"GOOGLE_*", "GEMINI_API_KEY", "GEMINI_CLI_HOME", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_SYSTEM_SETTINGS_PATH"})
+	env := g.run.env(nil, []string{"GOOGLE_*", "GEMINI_API_KEY", "GEMINI_CLI_HOME", "GEMINI_WRITE_SYSTEM_MD", "GEMINI_CLI_SYSTEM_SETTINGS_PATH"})
 	env = append(env,
 		"GEMINI_CLI_HOME="+tmp,
 		"GEMINI_API_KEY=gateway-prompt-export-not-a-key",
@@ -405,21 +356,12 @@ func (g *Gemini) exportPrompt(ctx context.Context, bin, dir string, args []strin
 
 	ctx, cancel := context.WithTimeout(ctx, geminiExportTimeout)
 	defer cancel()
-	p, err := proc.Start(ctx, proc.Spec{
-		Path:       bin,
-		Args:       exportArgs,
-		Dir:        dir,
-		Env:        env,
-		Stdin:      strings.NewReader("."),
-		Grace:      g.opts.KillGrace,
-		Credential: g.opts.credential(),
-		Owner:      g.opts.Owner,
-	})
+	p, err := g.run.start(ctx, runSpec{bin: bin, args: exportArgs, dir: dir, env: env, stdin: strings.NewReader(".")})
 	if err != nil {
 		return "", fmt.Errorf("start gemini to export its system prompt: %w", err)
 	}
 	sc := bufio.NewScanner(p.Stdout())
-	sc.Buffer(make([]byte, 0, geminiLineStart), geminiLineMax)
+	sc.Buffer(make([]byte, 0, streamLineStart), streamLineMax)
 	for sc.Scan() {
 		var l geminiLine
 		if unmarshalLenient(sc.Bytes(), &l) == nil && l.Type == "message" && l.Role == "user" {
@@ -459,54 +401,14 @@ func envValue(env []string, name string) string {
 }
 
 // binary resolves the CLI to run.
-func (g *Gemini) binary() (string, error) {
-	bin := g.opts.Binary
-	if bin == "" {
-		bin = "gemini"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return "", geminiNotFound(bin, err)
-	}
-	return path, nil
-}
+func (g *Gemini) binary() (string, error) { return g.run.binary() }
 
-func geminiNotFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("gemini CLI %q not found: install with npm i -g @google/gemini-cli or set AGENT_CLI_PATH", bin),
-		Err:     err,
-	}
-}
-
-// geminiContextError turns the end of ctx into KindTimeout or KindCanceled,
-// or returns nil if ctx has not ended.
+// geminiContextError turns the end of ctx into KindTimeout or
+// KindCanceled, or returns nil if ctx has not ended.
 func geminiContextError(ctx context.Context, cause error) *Error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause == nil {
-		cause = context.Cause(ctx)
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{Kind: KindTimeout, Message: "gemini did not finish in time and was stopped", Err: cause}
-	}
-	return &Error{Kind: KindCanceled, Message: "gemini was stopped", Err: cause}
+	return cliContextError("gemini", ctx, cause)
 }
 
-func writeGeminiSystem(text string) (string, error) {
-	f, err := os.CreateTemp("", "gemini-system-*.md")
-	if err != nil {
-		return "", err
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
-}
+// writeGeminiSystem writes the system prompt file GEMINI_SYSTEM_MD names;
+// the caller shares it with the agent user and removes it.
+func writeGeminiSystem(text string) (string, error) { return writeTempFile("gemini-system-*.md", text) }
