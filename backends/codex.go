@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,13 +16,14 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
-
-	"github.com/agentgateway/gateway/internal/proc"
 )
 
 func init() {
 	Register("codex", func(o Options) Backend { return NewCodex(o) })
 }
+
+// codexCLI is what the runner knows of codex.
+var codexCLI = cliSpec{name: "codex", install: "npm i -g @openai/codex", envAllow: codexEnvAllow}
 
 // codexEnvAllow names the variables codex may see beyond baseEnv: its
 // credentials and endpoint (OPENAI_*) and its own settings (CODEX_*, such
@@ -48,11 +48,11 @@ const (
 	codexProfileExtension = ".config.toml"
 )
 
-// Scanner limits for codex's stdout: one JSON line per event; a command's
-// aggregated output can be large.
+// Scanner limits for codex's stdout, the runner's: one JSON line per
+// event; a command's aggregated output can be large.
 const (
-	codexLineStart = 64 << 10
-	codexLineMax   = 16 << 20
+	codexLineStart = streamLineStart
+	codexLineMax   = streamLineMax
 )
 
 // Codex runs one turn of OpenAI's codex CLI with `codex exec --json`
@@ -69,8 +69,11 @@ const (
 // prompt of a resumed turn.
 type Codex struct {
 	opts Options
-	// app keeps warm `codex app-server` processes (codex_app.go).
-	app codexAppPool
+	run  runner
+	// app keeps warm `codex app-server` processes (codex_app.go), made
+	// once by appPool.
+	app     *warmPool[*codexAppProc]
+	appOnce sync.Once
 }
 
 var _ Backend = (*Codex)(nil)
@@ -80,8 +83,9 @@ var _ Backend = (*Codex)(nil)
 // opts.KillGrace the time between SIGTERM and SIGKILL (default
 // proc.DefaultGrace) and opts.Log gets diagnostics.
 func NewCodex(opts Options) *Codex {
-	opts.Env = opts.userEnv(opts.Env)
-	return &Codex{opts: opts}
+	c := &Codex{opts: opts}
+	c.run = newRunner(codexCLI, &c.opts)
+	return c
 }
 
 // Name implements Backend.
@@ -105,7 +109,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	if c.usesAppServer() {
 		return c.runApp(ctx, req, emit)
 	}
-	log := c.opts.Log.With().Str("backend", "codex").Logger()
+	log := c.run.log()
 	started := time.Now()
 
 	if req.SessionID != "" && !codexThreadID().MatchString(req.SessionID) {
@@ -119,7 +123,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 		return Result{}, err
 	}
 
-	env := FilterEnv(c.opts.Env, codexEnvAllow, nil)
+	env := c.run.env(nil, nil)
 	userProvider, err := readCodexUserProvider(codexHome(env))
 	if err != nil {
 		// codex reports a broken config.toml itself when it starts.
@@ -128,7 +132,7 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	if userProvider.EnvKey != "" {
 		// The key variable the user's provider names (AZURE_OPENAI_API_KEY,
 		// say) must reach codex too; the gateway's secrets still cannot.
-		env = FilterEnv(c.opts.Env, append(slices.Clip(codexEnvAllow), userProvider.EnvKey), nil)
+		env = c.run.env([]string{userProvider.EnvKey}, nil)
 	}
 	persona := req.SystemPrompt
 	if persona == "" && req.SystemPromptFile != "" {
@@ -153,35 +157,16 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 		}
 	}
 
-	p, err := proc.Start(ctx, proc.Spec{
-		Path:       bin,
-		Args:       codexArgs(req, env, profile, persona, userProvider.ID),
-		Dir:        req.WorkDir,
-		Env:        env,
-		Stdin:      strings.NewReader(req.Prompt),
-		Grace:      c.opts.KillGrace,
-		Credential: c.opts.credential(),
-		Owner:      c.opts.Owner,
-	})
-	if err != nil {
-		if ctxErr := codexContextError(ctx, context.Cause(ctx)); ctxErr != nil {
-			return Result{}, ctxErr
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return Result{}, codexNotFound(bin, err)
-		}
-		return Result{}, &Error{Kind: KindCrashed, Message: "start codex", Err: err}
-	}
-	log = log.With().Int("pid", p.Pid()).Logger()
-
 	var parser CodexParser
-	out := readStream(p, codexLineStart, codexLineMax, parser.Parse, emit, log)
-	exit, waitErr, scanErr, stderr, garbage := out.Exit, out.WaitErr, out.ScanErr, out.Stderr, out.Garbage
-	if garbage.n > 0 {
-		log.Warn().Int("skipped", garbage.n).Msg("codex printed lines that are not JSON events")
-	}
-	if out.Skipped > 0 {
-		log.Warn().Int("skipped", out.Skipped).Int("max_bytes", codexLineMax).Msg("skipped codex output lines over the size limit")
+	out, err := c.run.runOnce(ctx, runSpec{
+		bin:   bin,
+		args:  codexArgs(req, env, profile, persona, userProvider.ID),
+		dir:   req.WorkDir,
+		env:   env,
+		stdin: strings.NewReader(req.Prompt),
+	}, parser.Parse, emit)
+	if err != nil {
+		return Result{}, err
 	}
 	for _, w := range parser.Warnings() {
 		log.Warn().Str("warning", w).Msg("codex reported a problem")
@@ -194,46 +179,23 @@ func (c *Codex) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	if parser.Finished() {
 		// The stream said how the turn ended; that outranks exit codes and
 		// a late kill.
-		res.PermissionDenials = append(res.PermissionDenials, codexStderrDenials(stderr)...)
-		var e *Error
-		if errors.As(resErr, &e) {
-			withTail := *e
-			withTail.Stderr = stderr
-			return res, &withTail
+		res.PermissionDenials = append(res.PermissionDenials, codexStderrDenials(out.Stderr)...)
+		if e := streamError(resErr, out.Stderr); e != nil {
+			return res, e
 		}
 		return res, nil
 	}
-	if ctxErr := codexContextError(ctx, waitErr); ctxErr != nil {
-		ctxErr.ModelOutput = out.ModelOutput
-		ctxErr.Stderr = stderr
-		return res, ctxErr
-	}
-	if e := CodexStderrError(stderr); e != nil {
-		e.Stderr = stderr
+	if e := c.run.stopped(ctx, out); e != nil {
 		return res, e
 	}
-	var e *Error
-	if errors.As(resErr, &e) {
-		e.Stderr = stderr
+	if e := CodexStderrError(out.Stderr); e != nil {
+		e.Stderr = out.Stderr
 		return res, e
 	}
-	msg := fmt.Sprintf("codex ended without finishing the turn (%v)", exit)
-	if waitErr != nil {
-		msg += ": " + waitErr.Error()
+	if e := streamError(resErr, out.Stderr); e != nil {
+		return res, e
 	}
-	if last := lastLine(stderr, 300); last != "" {
-		msg += "; stderr: " + last
-	}
-	if g := garbage.text(); g != "" {
-		msg += "; last non-JSON output: " + g
-	}
-	if out.Skipped > 0 {
-		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", out.Skipped, codexLineMax)
-	}
-	if scanErr != nil {
-		scanErr = fmt.Errorf("read codex output: %w", scanErr)
-	}
-	return res, &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: scanErr}
+	return res, c.run.ended(out, "ended without finishing the turn", "")
 }
 
 // codexThreadID matches the thread ids codex issues (UUIDs).
@@ -543,37 +505,13 @@ func codexEnvValue(env []string, name string) string {
 }
 
 // binary resolves the CLI to run.
-func (c *Codex) binary() (string, error) {
-	bin := c.opts.Binary
-	if bin == "" {
-		bin = "codex"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return "", codexNotFound(bin, err)
-	}
-	return path, nil
-}
+func (c *Codex) binary() (string, error) { return c.run.binary() }
 
-func codexNotFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("codex CLI %q not found: install with npm i -g @openai/codex or set AGENT_CLI_PATH", bin),
-		Err:     err,
-	}
-}
+// codexNotFound is the error of a codex binary that is not there.
+func codexNotFound(bin string, err error) *Error { return runner{cli: codexCLI}.notFound(bin, err) }
 
 // codexContextError turns the end of ctx into KindTimeout or KindCanceled,
 // or returns nil if ctx has not ended.
 func codexContextError(ctx context.Context, cause error) *Error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause == nil {
-		cause = context.Cause(ctx)
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{Kind: KindTimeout, Message: "codex did not finish in time and was stopped", Err: cause}
-	}
-	return &Error{Kind: KindCanceled, Message: "codex was stopped", Err: cause}
+	return cliContextError("codex", ctx, cause)
 }
