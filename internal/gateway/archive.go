@@ -35,6 +35,9 @@ type exchanges struct {
 
 	mu      sync.Mutex
 	pending []archive.Entry
+	// writing is the batch being appended: in neither pending nor the
+	// archive's recent entries until the append is done.
+	writing []archive.Entry
 	dropped int
 	closed  bool
 	wake    chan struct{}
@@ -73,7 +76,7 @@ func (x *exchanges) write() {
 	for {
 		x.mu.Lock()
 		batch, dropped, closed := x.pending, x.dropped, x.closed
-		x.pending, x.dropped = nil, 0
+		x.pending, x.dropped, x.writing = nil, 0, batch
 		x.mu.Unlock()
 		if dropped > 0 {
 			x.log.Error().Int("dropped", dropped).Msg("exchanges not archived: the archive's disk fell too far behind")
@@ -84,6 +87,9 @@ func (x *exchanges) write() {
 			if err := x.archive.Append(batch...); err != nil {
 				x.log.Error().Err(files.WithoutPath(err)).Int("exchanges", len(batch)).Msg("exchanges not archived, some or all")
 			}
+			x.mu.Lock()
+			x.writing = nil
+			x.mu.Unlock()
 		}
 		if len(batch) == 0 {
 			// Idle: the recent exchanges Append left for later.
@@ -176,14 +182,31 @@ func (x *exchanges) Exchange(e queue.Event, out agent.Outcome, took time.Duratio
 // it is set. A turn that was running when the channel was reset belongs
 // to the conversation the reset ended, though it finished after it.
 func (x *exchanges) RecentContext(channelID, userID string, since time.Time) string {
-	entries := x.archive.Recent(channelID)
+	// The entries not yet in the archive are taken first: one the writer
+	// appends meanwhile is then in both, and kept once, rather than in
+	// neither.
+	var unwritten []archive.Entry
 	x.mu.Lock()
-	for _, e := range x.pending {
+	for _, e := range slices.Concat(x.writing, x.pending) {
 		if e.ChannelID == channelID {
-			entries = append(entries, e)
+			unwritten = append(unwritten, e)
 		}
 	}
 	x.mu.Unlock()
+	type exchangeID struct {
+		event uint64
+		at    int64 // nanoseconds: what the archive kept of the time
+	}
+	entries := x.archive.Recent(channelID)
+	written := make(map[exchangeID]bool, len(entries))
+	for _, e := range entries {
+		written[exchangeID{e.EventID, e.Time.UnixNano()}] = true
+	}
+	for _, e := range unwritten {
+		if !written[exchangeID{e.EventID, e.Time.UnixNano()}] {
+			entries = append(entries, e)
+		}
+	}
 	if !since.IsZero() {
 		entries = slices.DeleteFunc(entries, func(e archive.Entry) bool { return e.Time.Add(-e.Duration).Before(since) })
 	}
