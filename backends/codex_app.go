@@ -47,8 +47,8 @@ func (c *Codex) usesAppServer() bool {
 }
 
 // codexAppProc is one app-server process. One turn at a time uses it (the
-// pool hands it to one turn); its stdout is read by one goroutine into
-// lines. Pool fields are guarded by the pool's mutex.
+// warm pool hands it to one turn); its stdout is read by one goroutine
+// into lines.
 type codexAppProc struct {
 	key      string
 	settings string
@@ -63,187 +63,31 @@ type codexAppProc struct {
 	closed   sync.Once
 	turns    int
 	log      zerolog.Logger
-
-	busy bool
-	idle clockwork.Timer
-	used time.Time
 }
 
-// codexAppPool keeps app-server processes between turns: at most one per
-// key, at most MaxProcesses, each for KeepAlive after its last turn.
-type codexAppPool struct {
-	mu     sync.Mutex // guards procs, closed and the pool fields of each process
-	procs  map[string]*codexAppProc
-	closed bool
-}
+func (cp *codexAppProc) warmKey() string      { return cp.key }
+func (cp *codexAppProc) warmSettings() string { return cp.settings }
+func (cp *codexAppProc) warmSession() string  { return cp.thread }
+func (cp *codexAppProc) warmPgid() int        { return cp.p.Pid() }
+func (cp *codexAppProc) warmExited() bool     { return cp.exited.Load() }
+func (cp *codexAppProc) warmClose(why string) { cp.close(why) }
+func (cp *codexAppProc) warmWait()            { _, _ = cp.p.Wait() }
 
-// take returns the idle process kept for key if it was started with
-// settings, marking it busy; a kept process that cannot take the turn is
-// stopped.
-func (pl *codexAppPool) take(key, settings string) *codexAppProc {
-	if key == "" {
-		return nil
-	}
-	pl.mu.Lock()
-	cp := pl.procs[key]
-	if cp == nil || cp.busy {
-		pl.mu.Unlock()
-		return nil
-	}
-	if cp.exited.Load() || cp.settings != settings {
-		delete(pl.procs, key)
-		stopTimer(cp)
-		pl.mu.Unlock()
-		cp.close("replaced: exited or other settings")
-		return nil
-	}
-	cp.busy = true
-	stopTimer(cp)
-	pl.mu.Unlock()
-	return cp
-}
-
-// add registers a new busy process under its key when the key has none.
-func (pl *codexAppPool) add(cp *codexAppProc, warm WarmOptions) {
-	cp.busy = true
-	if cp.key == "" || warm.KeepAlive <= 0 {
-		return
-	}
-	pl.mu.Lock()
-	if pl.procs == nil {
-		pl.procs = map[string]*codexAppProc{}
-	}
-	if pl.closed || pl.procs[cp.key] != nil {
-		pl.mu.Unlock()
-		return
-	}
-	pl.procs[cp.key] = cp
-	victims := pl.overCountLocked(warm.MaxProcesses)
-	pl.mu.Unlock()
-	for _, v := range victims {
-		v.close("evicted: too many warm processes (MAX_WARM_PROCESSES)")
-	}
-}
-
-// release takes cp back after a turn: kept for KeepAlive when reusable,
-// stopped otherwise.
-func (pl *codexAppPool) release(cp *codexAppProc, reusable bool, warm WarmOptions, clock clockwork.Clock) {
-	pl.mu.Lock()
-	cp.busy = false
-	kept := pl.procs[cp.key] == cp
-	if !reusable || !kept || pl.closed || cp.exited.Load() {
-		if kept {
-			delete(pl.procs, cp.key)
-		}
-		pl.mu.Unlock()
-		cp.close("not kept")
-		return
-	}
-	cp.used = clock.Now()
-	cp.idle = clock.AfterFunc(warm.KeepAlive, func() { pl.expire(cp) })
-	victims := pl.overCountLocked(warm.MaxProcesses)
-	pl.mu.Unlock()
-	for _, v := range victims {
-		v.close("evicted: too many warm processes (MAX_WARM_PROCESSES)")
-	}
-}
-
-// discard drops cp from the pool and stops it.
-func (pl *codexAppPool) discard(cp *codexAppProc, why string) {
-	pl.mu.Lock()
-	if pl.procs[cp.key] == cp {
-		delete(pl.procs, cp.key)
-	}
-	stopTimer(cp)
-	pl.mu.Unlock()
-	cp.close(why)
-}
-
-func (pl *codexAppPool) expire(cp *codexAppProc) {
-	pl.mu.Lock()
-	if pl.procs[cp.key] != cp || cp.busy {
-		pl.mu.Unlock()
-		return
-	}
-	delete(pl.procs, cp.key)
-	pl.mu.Unlock()
-	cp.close("idle for AGENT_KEEP_ALIVE")
-}
-
-// overCountLocked removes idle processes, least recently used first,
-// while more than limit (at least 1) are kept, and returns them.
-func (pl *codexAppPool) overCountLocked(limit int) []*codexAppProc {
-	limit = max(limit, 1)
-	var idle []*codexAppProc
-	for _, cp := range pl.procs {
-		if !cp.busy {
-			idle = append(idle, cp)
-		}
-	}
-	slices.SortFunc(idle, func(a, b *codexAppProc) int { return a.used.Compare(b.used) })
-	var victims []*codexAppProc
-	for _, cp := range idle {
-		if len(pl.procs) <= limit {
-			break
-		}
-		delete(pl.procs, cp.key)
-		stopTimer(cp)
-		victims = append(victims, cp)
-	}
-	return victims
-}
-
-func stopTimer(cp *codexAppProc) {
-	if cp.idle != nil {
-		cp.idle.Stop()
-		cp.idle = nil
-	}
-}
-
-// close stops every kept process and keeps no more.
-func (pl *codexAppPool) close() {
-	pl.mu.Lock()
-	pl.closed = true
-	procs := make([]*codexAppProc, 0, len(pl.procs))
-	for k, cp := range pl.procs {
-		procs = append(procs, cp)
-		stopTimer(cp)
-		delete(pl.procs, k)
-	}
-	pl.mu.Unlock()
-	for _, cp := range procs {
-		cp.close("the gateway is stopping")
-	}
-	for _, cp := range procs {
-		_, _ = cp.p.Wait()
-	}
-}
-
-// count is how many processes are kept, and how many of them are busy.
-func (pl *codexAppPool) count() (procs, busy int) {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	for _, cp := range pl.procs {
-		procs++
-		if cp.busy {
-			busy++
-		}
-	}
-	return procs, busy
+// appPool is the pool of warm app-servers, made on first use.
+func (c *Codex) appPool() *warmPool[*codexAppProc] {
+	c.appOnce.Do(func() { c.app = newWarmPool[*codexAppProc]("codex", c.opts.Warm, c.opts.Log) })
+	return c.app
 }
 
 // Close stops every warm app-server. Turns running now finish on theirs,
 // which are then not kept.
 func (c *Codex) Close() error {
-	c.app.close()
+	c.appPool().close()
 	return nil
 }
 
-// Warm reports the app-server processes kept now (memory is not read).
-func (c *Codex) Warm() WarmStats {
-	procs, busy := c.app.count()
-	return WarmStats{Processes: procs, Busy: busy}
-}
+// Warm reports the app-server processes kept now.
+func (c *Codex) Warm() WarmStats { return c.appPool().stats() }
 
 func (c *Codex) clock() clockwork.Clock {
 	if c.opts.Warm.Clock != nil {
@@ -318,19 +162,20 @@ func (c *Codex) runApp(ctx context.Context, req Request, emit func(Event)) (Resu
 	settings := bin + "\x00" + req.WorkDir + "\x00" + strings.Join(args, "\x00") + "\x00" +
 		CodexSandbox(req.PermissionMode, req.AllowedTools) + "\x00" + codexApprovalPolicy(req)
 
-	cp := c.app.take(req.Key, settings)
+	pool := c.appPool()
+	cp := pool.take(req.Key, settings, req.SessionID)
 	if cp == nil {
 		if cp, err = c.spawnApp(ctx, bin, args, env, req); err != nil {
 			return Result{}, err
 		}
 		cp.key, cp.settings = req.Key, settings
-		c.app.add(cp, c.opts.Warm)
+		pool.add(cp)
 	}
 	warm := cp.turns > 0
 	out := c.appTurn(ctx, cp, req, emit)
 	if out.retry && ctx.Err() == nil {
 		warm = false
-		c.app.discard(cp, "died or hung during a turn")
+		pool.discard(cp, "died or hung during a turn")
 		if cp.thread != "" {
 			req.SessionID = cp.thread
 		}
@@ -342,10 +187,10 @@ func (c *Codex) runApp(ctx context.Context, req Request, emit func(Event)) (Resu
 			return out.res, err
 		}
 		cp.key, cp.settings = req.Key, settings
-		c.app.add(cp, c.opts.Warm)
+		pool.add(cp)
 		out = c.appTurn(ctx, cp, req, emit)
 	}
-	c.app.release(cp, out.reusable, c.opts.Warm, c.clock())
+	pool.release(cp, out.reusable)
 	out.res.Warm = warm
 	return out.res, out.err
 }
