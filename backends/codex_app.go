@@ -8,9 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,13 +195,14 @@ func (c *Codex) runApp(ctx context.Context, req Request, emit func(Event)) (Resu
 // appEnv is codex's environment and the model provider the user's
 // config.toml selects, as Run computes them for exec.
 func (c *Codex) appEnv() ([]string, string) {
-	env := FilterEnv(c.opts.Env, codexEnvAllow, nil)
+	env := c.run.env(nil, nil)
 	userProvider, err := readCodexUserProvider(codexHome(env))
 	if err != nil {
-		c.opts.Log.Warn().Err(err).Msg("cannot read the model provider from codex's config.toml")
+		log := c.run.log()
+		log.Warn().Err(err).Msg("cannot read the model provider from codex's config.toml")
 	}
 	if userProvider.EnvKey != "" {
-		env = FilterEnv(c.opts.Env, append(slices.Clip(codexEnvAllow), userProvider.EnvKey), nil)
+		env = c.run.env([]string{userProvider.EnvKey}, nil)
 	}
 	return env, userProvider.ID
 }
@@ -212,23 +210,13 @@ func (c *Codex) appEnv() ([]string, string) {
 // spawnApp starts an app-server and initializes it. The process is not in
 // the pool yet; it holds no thread.
 func (c *Codex) spawnApp(ctx context.Context, bin string, args, env []string, req Request) (*codexAppProc, error) {
+	// The process outlives the turn's context: it is stopped by kill (the
+	// pool, a hang, an unanswered interrupt).
 	pctx, kill := context.WithCancel(context.Background())
-	p, err := proc.Start(pctx, proc.Spec{
-		Path:       bin,
-		Args:       args,
-		Dir:        req.WorkDir,
-		Env:        env,
-		StdinPipe:  true,
-		Grace:      c.opts.KillGrace,
-		Credential: c.opts.credential(),
-		Owner:      c.opts.Owner,
-	})
+	p, err := c.run.start(pctx, runSpec{bin: bin, args: args, dir: req.WorkDir, env: env, stdinPipe: true})
 	if err != nil {
 		kill()
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return nil, codexNotFound(bin, err)
-		}
-		return nil, &Error{Kind: KindCrashed, Message: "start codex app-server", Err: err}
+		return nil, err
 	}
 	cp := &codexAppProc{p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
 		log: c.opts.Log.With().Str("backend", "codex").Int("pid", p.Pid()).Logger()}

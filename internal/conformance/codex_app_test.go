@@ -382,20 +382,24 @@ func TestConformanceCodexAppWarmSecondTurn(t *testing.T) {
 	api := fakeapi.StartResponses(t, fakeapi.Text("First."), fakeapi.Text("Second."))
 	b := codexAppBackend(t, api)
 	dir := t.TempDir()
+	started := time.Now()
 	first, err := b.Run(t.Context(), codexAppRequest(dir, "one"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cold := time.Since(started)
 	if first.Warm || first.Text != "First." || first.SessionID == "" || first.Usage.OutputTokens == 0 {
 		t.Fatalf("first = %+v", first)
 	}
 	req := codexAppRequest(dir, "two")
 	req.SessionID = first.SessionID
 	var texts string
+	started = time.Now()
 	second, err := b.Run(t.Context(), req, func(e backends.Event) { texts += e.Text })
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("first turn (process started) %v, second (warm) %v", cold, time.Since(started))
 	if !second.Warm || second.SessionID != first.SessionID || second.Text != "Second." || texts != "Second." {
 		t.Errorf("second = %+v (streamed %q), want warm on the same thread", second, texts)
 	}
