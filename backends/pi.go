@@ -47,6 +47,9 @@ const piLineMax = streamLineMax
 type Pi struct {
 	opts Options
 	run  runner
+
+	// rpc runs turns on warm `pi --mode rpc` processes (pi_rpc.go).
+	rpc *piRPC
 }
 
 var _ Backend = (*Pi)(nil)
@@ -58,6 +61,7 @@ var _ Backend = (*Pi)(nil)
 func NewPi(opts Options) *Pi {
 	p := &Pi{opts: opts}
 	p.run = newRunner(piCLI, &p.opts)
+	p.rpc = newPiRPC(opts)
 	return p
 }
 
@@ -77,6 +81,9 @@ func (p *Pi) Name() string { return "pi" }
 func (p *Pi) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
 	if emit == nil {
 		emit = func(Event) {}
+	}
+	if p.rpc.wants(req) {
+		return p.rpc.Run(ctx, req, emit)
 	}
 	started := time.Now()
 

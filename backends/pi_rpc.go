@@ -1,0 +1,675 @@
+package backends
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/internal/proc"
+)
+
+// piRPC runs pi turns on `pi --mode rpc` processes kept warm per
+// conversation (DESIGN decisions 16 and 26): the prompt goes to a running
+// process as a command, its agent events feed the turn card, a stop sends
+// pi's abort command (the process and its session stay; the process group
+// is killed only when pi does not answer), and the process waits for the
+// conversation's next prompt for AGENT_KEEP_ALIVE under the caps of
+// warmPool.
+//
+// pi's RPC mode has no permission prompts: every enabled tool runs without
+// asking, as in print mode (PERMISSION_MODE picks the tools, see
+// piToolArgs), and Request.Approve is not used. Its extensions can ask the
+// user through dialogs (extension_ui_request); the gateway cannot show
+// them and dismisses each one, which an extension reads as "no".
+type piRPC struct {
+	opts Options
+	pool *warmPool[*piRPCProc]
+}
+
+func newPiRPC(opts Options) *piRPC {
+	opts.Env = opts.userEnv(opts.Env)
+	return &piRPC{opts: opts, pool: newWarmPool[*piRPCProc]("pi", opts.Warm, opts.Log)}
+}
+
+// wants reports whether req runs on an RPC process: warm processes are on
+// (Interactive, AGENT_KEEP_ALIVE) and the turn belongs to a conversation.
+func (r *piRPC) wants(req Request) bool {
+	return r.opts.Warm.Interactive && r.opts.Warm.KeepAlive > 0 && req.Key != ""
+}
+
+// Errors of RPC turns, for logs and the retry.
+var (
+	// errPiRPCGone is a process that ended before the turn did.
+	errPiRPCGone = errors.New("pi process ended before the turn's end")
+	// errPiRPCHung is a busy process that printed nothing for HangTimeout.
+	errPiRPCHung = errors.New("pi process stopped producing output")
+)
+
+// piRPCStartWait bounds how long a new process may take to answer its
+// first command (pi loads its extensions and models first).
+const piRPCStartWait = 60 * time.Second
+
+// piRPCProc is one `pi --mode rpc` process: one turn at a time, written to
+// its stdin; its stdout is read by one goroutine into lines. The turn
+// fields are used by one goroutine at a time (the pool hands a process to
+// one turn).
+type piRPCProc struct {
+	key      string // the conversation it is kept for; "" for none
+	settings string // what must match for reuse
+	session  string // the session pi holds (get_state's sessionId)
+	model    string // "provider/id" pi reported
+	file     string // its own copy of the system prompt file, removed at close
+	p        *proc.Process
+	kill     context.CancelFunc
+	stdin    io.WriteCloser
+	lines    chan []byte // stdout lines; closed at EOF
+	exited   atomic.Bool // stdout has ended
+	skipped  int         // overlong lines, written before lines is closed
+	scanErr  error       // read error, written before lines is closed
+	seq      atomic.Uint64
+	log      zerolog.Logger
+	closed   sync.Once
+	writeMu  sync.Mutex // serialises writes to stdin
+	turns    int
+}
+
+func (pp *piRPCProc) warmKey() string      { return pp.key }
+func (pp *piRPCProc) warmSettings() string { return pp.settings }
+func (pp *piRPCProc) warmSession() string  { return pp.session }
+func (pp *piRPCProc) warmPgid() int        { return pp.p.Pid() }
+func (pp *piRPCProc) warmExited() bool     { return pp.exited.Load() }
+func (pp *piRPCProc) warmWait()            { _, _ = pp.p.Wait() }
+
+// warmClose stops the process and its group, once, and removes its file.
+func (pp *piRPCProc) warmClose(why string) {
+	pp.closed.Do(func() {
+		pp.log.Debug().Str("why", why).Int("turns", pp.turns).Msg("pi process stopped")
+		_ = pp.stdin.Close()
+		pp.kill()
+		go func() {
+			_, _ = pp.p.Wait()
+			if pp.file != "" {
+				os.Remove(pp.file)
+			}
+		}()
+	})
+}
+
+// piRPCArgs is pi's command line for an RPC process. The session and the
+// model are fixed for the process's life.
+func piRPCArgs(req Request, systemPromptFile string) []string {
+	args := []string{"--mode", "rpc", "--offline"}
+	if systemPromptFile != "" {
+		args = append(args, "--append-system-prompt", systemPromptFile)
+	}
+	args = append(args, piToolArgs(req.PermissionMode, req.AllowedTools)...)
+	if req.SessionID != "" {
+		args = append(args, "--session", req.SessionID)
+	}
+	if req.Model != "" {
+		args = append(args, "--model", req.Model)
+	}
+	return args
+}
+
+// piRPCSettings is what a kept process must have been started with to
+// take req: everything on its command line but the session and the
+// system prompt (as for claude, a persona edited meanwhile reaches the
+// next new process).
+func piRPCSettings(bin string, req Request) string {
+	r := req
+	r.SessionID, r.Prompt, r.SystemPrompt, r.SystemPromptFile = "", "", "", ""
+	return bin + "\x00" + r.WorkDir + "\x00" + strings.Join(piRPCArgs(r, ""), "\x00")
+}
+
+// Run runs req on the conversation's kept process or a new one, retrying
+// once on a fresh process (resuming the session) when the first dies or
+// hangs before the turn's end.
+func (r *piRPC) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
+	bin, err := r.binary()
+	if err != nil {
+		return Result{}, err
+	}
+	settings := piRPCSettings(bin, req)
+	pp := r.pool.take(req.Key, settings, req.SessionID)
+	if pp == nil {
+		if pp, err = r.spawn(ctx, bin, req); err != nil {
+			return Result{}, err
+		}
+		r.pool.add(pp)
+	}
+	warm := pp.turns > 0
+	started := r.clock().Now()
+	out := r.turn(ctx, pp, req, emit)
+	if out.retry && ctx.Err() == nil {
+		warm = false
+		r.pool.discard(pp, "died or hung during a turn")
+		if pp.session != "" {
+			req.SessionID = pp.session
+		}
+		r.opts.Log.Warn().Str("backend", "pi").Err(out.err).Str("session", req.SessionID).
+			Dur("after", r.clock().Since(started)).Msg("pi process failed during a turn; retrying once on a fresh process")
+		emit(Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 1,
+			Err: &Error{Kind: KindCrashed, Message: "the agent's process stopped responding; retrying on a fresh one"}})
+		if pp, err = r.spawn(ctx, bin, req); err != nil {
+			return out.res, err
+		}
+		r.pool.add(pp)
+		out = r.turn(ctx, pp, req, emit)
+	}
+	r.pool.release(pp, out.reusable)
+	out.res.Warm = warm
+	out.res.Duration = r.clock().Since(started)
+	if out.err != nil {
+		return out.res, out.err
+	}
+	return out.res, nil
+}
+
+// spawn starts `pi --mode rpc` for req and waits for its state: the
+// session it holds. The process is not in the pool yet. pi stops before
+// answering when --session names no session it has, or no model or key is
+// set up: that failure is read from its stderr.
+func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc, error) {
+	if err := checkWorkDir(req.WorkDir); err != nil {
+		return nil, err
+	}
+	// The process outlives this turn's prompt file: it gets a copy.
+	file := ""
+	if text := systemText(req); text != "" {
+		f, err := piRPCTempFile(text)
+		if err == nil {
+			err = r.opts.share(f)
+		}
+		if err != nil {
+			if f != "" {
+				os.Remove(f)
+			}
+			return nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		}
+		file = f
+	}
+	pctx, kill := context.WithCancel(context.Background())
+	p, err := proc.Start(pctx, proc.Spec{
+		Path:       bin,
+		Args:       piRPCArgs(req, file),
+		Dir:        req.WorkDir,
+		Env:        FilterEnv(r.opts.Env, piEnvAllow, nil),
+		StdinPipe:  true,
+		Grace:      r.opts.KillGrace,
+		Credential: r.opts.credential(),
+		Owner:      r.opts.Owner,
+	})
+	if err != nil {
+		kill()
+		if file != "" {
+			os.Remove(file)
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return nil, piRPCNotFound(bin, err)
+		}
+		return nil, &Error{Kind: KindCrashed, Message: "start pi", Err: err}
+	}
+	pp := &piRPCProc{
+		key: req.Key, settings: piRPCSettings(bin, req), session: req.SessionID, model: req.Model,
+		file: file, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+		log: r.opts.Log.With().Str("backend", "pi").Int("pid", p.Pid()).Logger(),
+	}
+	go pp.read()
+	if err := r.handshake(ctx, pp); err != nil {
+		pp.warmClose("did not start")
+		return nil, err
+	}
+	pp.log.Debug().Str("session", pp.session).Msg("pi rpc process started")
+	return pp, nil
+}
+
+// handshake asks a new process for its state and records its session.
+func (r *piRPC) handshake(ctx context.Context, pp *piRPCProc) error {
+	id, err := pp.send("get_state")
+	if err != nil {
+		return r.startFailure(ctx, pp)
+	}
+	timeout := r.clock().After(piRPCStartWait)
+	for {
+		select {
+		case line, ok := <-pp.lines:
+			if !ok {
+				return r.startFailure(ctx, pp)
+			}
+			l, err := parsePiRPC(line)
+			if err != nil || l.Kind != piRPCResponse || l.ID != id {
+				continue
+			}
+			if !l.Success {
+				return &Error{Kind: KindCrashed, Message: "pi refused get_state: " + l.Error}
+			}
+			st := parsePiRPCState(l.Data)
+			if st.SessionID != "" {
+				pp.session = st.SessionID
+			}
+			if st.Model != "" {
+				pp.model = st.Model
+			}
+			return nil
+		case <-ctx.Done():
+			return contextError(ctx, context.Cause(ctx))
+		case <-timeout:
+			return &Error{Kind: KindTimeout, Message: fmt.Sprintf("pi did not answer within %v of starting", piRPCStartWait)}
+		}
+	}
+}
+
+// startFailure explains a process that ended before answering.
+func (r *piRPC) startFailure(ctx context.Context, pp *piRPCProc) error {
+	exit, waitErr := pp.p.Wait()
+	stderr := strings.TrimSpace(pp.p.StderrTail())
+	if e := contextError(ctx, context.Cause(ctx)); e != nil {
+		return e
+	}
+	if e := piFailure(stderr, ""); e != nil {
+		e.Stderr = stderr
+		return e
+	}
+	msg := fmt.Sprintf("pi ended before it answered (%v)", exit)
+	if last := lastLine(stderr, 300); last != "" {
+		msg += "; stderr: " + last
+	}
+	return &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: waitErr}
+}
+
+// read copies stdout into lines until it ends. Lines are split on \n only,
+// as pi's protocol asks (a JSON string may hold U+2028).
+func (pp *piRPCProc) read() {
+	split := &lineSplitter{max: piRPCLineMax}
+	sc := bufio.NewScanner(pp.p.Stdout())
+	sc.Buffer(make([]byte, 0, 64<<10), piRPCLineMax)
+	sc.Split(split.split)
+	for sc.Scan() {
+		pp.lines <- bytes.Clone(sc.Bytes())
+	}
+	if pp.scanErr = sc.Err(); pp.scanErr != nil {
+		_, _ = io.Copy(io.Discard, pp.p.Stdout())
+	}
+	pp.skipped = split.skipped
+	pp.exited.Store(true)
+	close(pp.lines)
+}
+
+// piRPCLineMax bounds a line of pi's stdout: every message_update repeats
+// the message so far; a longer line is skipped, not fatal.
+const piRPCLineMax = 16 << 20
+
+// write sends one line to stdin.
+func (pp *piRPCProc) write(line []byte) error {
+	pp.writeMu.Lock()
+	defer pp.writeMu.Unlock()
+	if _, err := pp.stdin.Write(line); err != nil {
+		return fmt.Errorf("write to pi: %w", err)
+	}
+	return nil
+}
+
+// nextID returns a fresh command id.
+func (pp *piRPCProc) nextID(typ string) string {
+	return fmt.Sprintf("gw-%s-%d", typ, pp.seq.Add(1))
+}
+
+// send writes a command without arguments and returns its id.
+func (pp *piRPCProc) send(typ string) (string, error) {
+	id := pp.nextID(typ)
+	return id, pp.write(piRPCCommand(id, typ))
+}
+
+// drain drops lines printed between turns (a late response, a retry's
+// events after a stop).
+func (pp *piRPCProc) drain() {
+	for {
+		select {
+		case l, ok := <-pp.lines:
+			if !ok {
+				return
+			}
+			pp.log.Debug().Int("bytes", len(l)).Msg("pi printed a line between turns")
+		default:
+			return
+		}
+	}
+}
+
+// piRPCOutcome is how one turn on a process ended.
+type piRPCOutcome struct {
+	res Result
+	err error
+	// reusable is set when the process finished the turn and may take the
+	// next one.
+	reusable bool
+	// retry is set when the process died or hung before the turn's end.
+	retry bool
+}
+
+// piRPCRun is the state of one turn on a process, kept by its loop.
+type piRPCRun struct {
+	r    *piRPC
+	pp   *piRPCProc
+	req  Request
+	emit func(Event)
+	turn *piRPCTurn
+
+	promptID, stateID, statsID, abortID string
+	contextTokens, contextWindow        int64
+	tools                               int // tool calls started and not finished
+	modelOutput                         bool
+	garbage                             garbageLog
+}
+
+// turn runs one prompt on pp: writes it, emits its events, settles its
+// end, and handles a stop (ctx ends: abort, then kill), a hang and the
+// process dying.
+func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(Event)) piRPCOutcome {
+	clock := r.clock()
+	pp.turns++
+	pp.drain()
+	if pp.exited.Load() {
+		return piRPCOutcome{err: errPiRPCGone, retry: true}
+	}
+	t := &piRPCRun{r: r, pp: pp, req: req, emit: emit, turn: newPiRPCTurn()}
+	for _, ev := range t.turn.Start(pp.session) {
+		emit(ev)
+	}
+	t.promptID = pp.nextID("prompt")
+	if err := pp.write(piRPCPrompt(t.promptID, req.Prompt, req.Images)); err != nil {
+		pp.log.Debug().Err(err).Msg("could not write the prompt")
+		return piRPCOutcome{err: errPiRPCGone, retry: true}
+	}
+
+	hang := r.opts.Warm.HangTimeout
+	var hangTimer clockwork.Timer
+	var hangC <-chan time.Time
+	armHang := func() {
+		if hang <= 0 {
+			return
+		}
+		if hangTimer == nil {
+			hangTimer = clock.NewTimer(hang)
+		} else {
+			hangTimer.Reset(hang)
+		}
+		hangC = hangTimer.Chan()
+	}
+	pauseHang := func() {
+		if hangTimer != nil {
+			hangTimer.Stop()
+		}
+		hangC = nil
+	}
+	armHang()
+	defer pauseHang()
+
+	done := ctx.Done()
+	var abortC <-chan time.Time
+	for {
+		select {
+		case line, ok := <-pp.lines:
+			if !ok {
+				return t.ended(ctx)
+			}
+			if out, over := t.line(ctx, line); over {
+				return out
+			}
+			if t.tools > 0 {
+				// A tool runs (a build, a test suite): silence is expected.
+				pauseHang()
+			} else {
+				armHang()
+			}
+		case <-done:
+			done = nil
+			t.abortID = pp.nextID("abort")
+			if err := pp.write(piRPCCommand(t.abortID, "abort")); err != nil {
+				pp.log.Debug().Err(err).Msg("could not send the abort")
+			}
+			wait := r.opts.Warm.InterruptWait
+			if wait <= 0 {
+				wait = DefaultInterruptWait
+			}
+			abortC = clock.After(wait)
+		case <-abortC:
+			pp.log.Info().Msg("pi did not answer the abort in time; killing its process group")
+			pp.warmClose("abort not answered")
+			res, _ := t.turn.Result()
+			return piRPCOutcome{res: res, err: t.stopError(ctx)}
+		case <-hangC:
+			pp.log.Warn().Dur("silent_for", hang).Msg("pi printed nothing while busy; killing it")
+			pp.warmClose("hung")
+			res, _ := t.turn.Result()
+			return piRPCOutcome{res: res, retry: true, err: &Error{Kind: KindTimeout, Err: errPiRPCHung, ModelOutput: t.modelOutput,
+				Message: fmt.Sprintf("pi printed nothing for %v while working (AGENT_HANG_TIMEOUT) and was stopped", hang)}}
+		}
+	}
+}
+
+// line handles one stdout line; over is set when the turn has ended.
+func (t *piRPCRun) line(ctx context.Context, line []byte) (out piRPCOutcome, over bool) {
+	l, err := parsePiRPC(line)
+	if err != nil {
+		t.garbage.add(line)
+		return out, false
+	}
+	switch l.Kind {
+	case piRPCResponse:
+		return t.response(ctx, l)
+	case piRPCDialog:
+		t.pp.log.Info().Str("method", l.Method).Str("title", l.Title).
+			Msg("a pi extension asked the user something; the gateway cannot show it and dismissed it")
+		if err := t.pp.write(piRPCDialogCancel(l.ID)); err != nil {
+			t.pp.log.Debug().Err(err).Msg("could not dismiss the dialog")
+		}
+	case piRPCEvent:
+		events, err := t.turn.Event(l, line)
+		if err != nil {
+			t.garbage.add(line)
+			return out, false
+		}
+		for _, ev := range events {
+			if isModelOutput(ev) {
+				t.modelOutput = true
+			}
+			switch ev.Kind {
+			case EventToolUse:
+				t.tools++
+			case EventToolResult:
+				t.tools = max(t.tools-1, 0)
+			}
+			t.emit(ev)
+		}
+		if t.turn.AgentEnded() && t.stateID == "" {
+			t.settle()
+		}
+	}
+	return out, false
+}
+
+// settle asks pi, after an agent_end, whether anything follows (a retry,
+// a compaction), and for the context it fills.
+func (t *piRPCRun) settle() {
+	var err error
+	if t.statsID, err = t.pp.send("get_session_stats"); err == nil {
+		t.stateID, err = t.pp.send("get_state")
+	}
+	if err != nil {
+		t.pp.log.Debug().Err(err).Msg("could not ask pi for its state")
+	}
+}
+
+// response handles the answer to a command.
+func (t *piRPCRun) response(ctx context.Context, l piRPCLine) (piRPCOutcome, bool) {
+	switch l.ID {
+	case t.promptID:
+		if l.Success {
+			return piRPCOutcome{}, false
+		}
+		// pi refused the prompt before running it (no model, no key).
+		e := classifyPiText(l.Error)
+		if e.Kind == "" {
+			e.Kind = KindExecution
+		}
+		res, _ := t.turn.Result()
+		return piRPCOutcome{res: res, err: e, reusable: e.Kind != KindAuth}, true
+	case t.statsID:
+		t.contextTokens, t.contextWindow = piRPCContext(l.Data)
+	case t.stateID:
+		t.stateID = ""
+		st := parsePiRPCState(l.Data)
+		if !t.turn.Settled(st) {
+			// A retry or a compaction runs: its agent_end or
+			// compaction_end asks again.
+			return piRPCOutcome{}, false
+		}
+		if st.SessionID != "" {
+			t.pp.session = st.SessionID
+		}
+		return t.finished(ctx), true
+	case t.abortID:
+		// pi answers abort once the agent is idle; the agent_end before
+		// it settles the turn.
+	}
+	return piRPCOutcome{}, false
+}
+
+// finished reports a turn that pi has finished with.
+func (t *piRPCRun) finished(ctx context.Context) piRPCOutcome {
+	res, resErr := t.turn.Result()
+	if res.SessionID == "" {
+		res.SessionID = t.pp.session
+	}
+	res.Model = t.pp.model
+	res.ContextTokens, res.ContextWindow = t.contextTokens, t.contextWindow
+	if ctx.Err() != nil {
+		// Stopped softly: the process and its session stay.
+		return piRPCOutcome{res: res, err: t.stopError(ctx), reusable: true}
+	}
+	var e *Error
+	if errors.As(resErr, &e) {
+		withTail := *e
+		withTail.ModelOutput = t.modelOutput
+		t.emit(Event{Kind: EventResult, SessionID: res.SessionID, Result: &res, Err: &withTail})
+		return piRPCOutcome{res: res, err: &withTail, reusable: e.Kind != KindStaleSession && e.Kind != KindAuth}
+	}
+	t.emit(Event{Kind: EventResult, SessionID: res.SessionID, Result: &res})
+	return piRPCOutcome{res: res, reusable: true}
+}
+
+// stopError is the error of a turn stopped because ctx ended.
+func (t *piRPCRun) stopError(ctx context.Context) error {
+	e := contextError(ctx, context.Cause(ctx))
+	if e == nil {
+		e = &Error{Kind: KindCanceled, Message: "pi was stopped"}
+	}
+	e.ModelOutput = t.modelOutput || t.turn.Answered()
+	return e
+}
+
+// ended reports a turn whose process ended before the turn did.
+func (t *piRPCRun) ended(ctx context.Context) piRPCOutcome {
+	exit, waitErr := t.pp.p.Wait()
+	stderr := strings.TrimSpace(t.pp.p.StderrTail())
+	res, _ := t.turn.Result()
+	if ctx.Err() != nil {
+		return piRPCOutcome{res: res, err: t.stopError(ctx)}
+	}
+	if e := piFailure(stderr, t.garbage.text()); e != nil {
+		e.Stderr = stderr
+		return piRPCOutcome{res: res, err: e}
+	}
+	msg := fmt.Sprintf("pi ended during the turn (%v)", exit)
+	if last := lastLine(stderr, 300); last != "" {
+		msg += "; stderr: " + last
+	}
+	if g := t.garbage.text(); g != "" {
+		msg += "; last non-JSON output: " + g
+	}
+	if t.pp.skipped > 0 {
+		msg += fmt.Sprintf("; skipped %d output lines over %d bytes", t.pp.skipped, piRPCLineMax)
+	}
+	cause := errors.Join(errPiRPCGone, waitErr)
+	if t.pp.scanErr != nil {
+		cause = errors.Join(cause, fmt.Errorf("read pi output: %w", t.pp.scanErr))
+	}
+	e := &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: cause, ModelOutput: t.modelOutput}
+	return piRPCOutcome{res: res, err: e, retry: true}
+}
+
+// binary resolves the CLI to run.
+func (r *piRPC) binary() (string, error) {
+	bin := r.opts.Binary
+	if bin == "" {
+		bin = "pi"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", piRPCNotFound(bin, err)
+	}
+	return path, nil
+}
+
+func piRPCNotFound(bin string, err error) *Error {
+	return &Error{
+		Kind:    KindNotFound,
+		Message: fmt.Sprintf("pi CLI %q not found: install with npm i -g @mariozechner/pi-coding-agent or set AGENT_CLI_PATH", bin),
+		Err:     err,
+	}
+}
+
+// piRPCTempFile writes text to a new temporary file for pi to read.
+func piRPCTempFile(text string) (string, error) {
+	f, err := os.CreateTemp("", "pi-system-*.md")
+	if err != nil {
+		return "", fmt.Errorf("create system prompt file: %w", err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return f.Name(), fmt.Errorf("write system prompt file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return f.Name(), fmt.Errorf("write system prompt file: %w", err)
+	}
+	return f.Name(), nil
+}
+
+func (r *piRPC) clock() clockwork.Clock {
+	if r.opts.Warm.Clock != nil {
+		return r.opts.Warm.Clock
+	}
+	return clockwork.NewRealClock()
+}
+
+// Close stops every warm pi process. Turns running now finish on theirs,
+// which are then not kept.
+func (p *Pi) Close() error {
+	if p.rpc != nil {
+		p.rpc.pool.close()
+	}
+	return nil
+}
+
+// Warm reports the pi processes kept warm now.
+func (p *Pi) Warm() WarmStats {
+	if p.rpc == nil {
+		return WarmStats{}
+	}
+	return p.rpc.pool.stats()
+}
