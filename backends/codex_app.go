@@ -60,6 +60,12 @@ type codexAppProc struct {
 	closed   sync.Once
 	turns    int
 	log      zerolog.Logger
+
+	steerMu sync.Mutex // guards active and waiters
+	// active is the running turn's id while it can take steered input.
+	active string
+	// waiters get the answers to turn/steer requests, by request id.
+	waiters map[string]chan appLine
 }
 
 func (cp *codexAppProc) warmKey() string      { return cp.key }
@@ -444,6 +450,7 @@ func (c *Codex) appTurn(ctx context.Context, cp *codexAppProc, req Request, emit
 		return appTurnResult{err: errAppGone, retry: true}
 	}
 
+	defer cp.accept("")                             // no more steered input once the turn has ended
 	pending := map[string]context.CancelCauseFunc{} // approvals waiting, by request id
 	verdicts := make(chan appVerdict)
 	defer func() {
@@ -527,6 +534,9 @@ func (c *Codex) appTurn(ctx context.Context, cp *codexAppProc, req Request, emit
 			}
 			switch l.Kind {
 			case appResponse:
+				if string(l.ID) != startID {
+					cp.answered(l)
+				}
 				if string(l.ID) == startID {
 					if l.Error != "" {
 						e := classifyCodexMessage(l.Error)
@@ -535,6 +545,7 @@ func (c *Codex) appTurn(ctx context.Context, cp *codexAppProc, req Request, emit
 					if id := appTurnID(l.Result); id != "" && t.turn == "" {
 						t.turn = id
 					}
+					cp.accept(t.turn)
 					if interrupted && interruptC != nil {
 						// Stopped before codex named the turn: interrupt it now.
 						interrupted = false
@@ -643,4 +654,76 @@ func (c *Codex) appEnded(ctx context.Context, cp *codexAppProc, t *codexAppTurn,
 	}
 	return appTurnResult{res: res, retry: true,
 		err: &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, ModelOutput: t.modelOutput, Err: errors.Join(errAppGone, waitErr)}}
+}
+
+// codexSteerWait bounds how long Steer waits for codex to take a message.
+const codexSteerWait = 5 * time.Second
+
+// Steer writes text into the running turn of key's app-server
+// (turn/steer): codex adds it to the turn at its next step, and the turn's
+// answer covers it. It fails with ErrCannotSteer when no turn runs for key
+// or codex refused the message (the turn was ending).
+func (c *Codex) Steer(key, text string) error {
+	cp, ok := c.appPool().busy(key)
+	if !ok {
+		return ErrCannotSteer
+	}
+	cp.steerMu.Lock()
+	if cp.active == "" {
+		cp.steerMu.Unlock()
+		return ErrCannotSteer
+	}
+	answer := make(chan appLine, 1)
+	id, err := cp.request("turn/steer", map[string]any{"threadId": cp.thread, "expectedTurnId": cp.active,
+		"input": appTextInput(text, nil)})
+	if err == nil {
+		if cp.waiters == nil {
+			cp.waiters = map[string]chan appLine{}
+		}
+		cp.waiters[id] = answer
+	}
+	cp.steerMu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case l, ok := <-answer:
+		if !ok {
+			return fmt.Errorf("%w: the turn ended", ErrCannotSteer)
+		}
+		if l.Error != "" {
+			return fmt.Errorf("%w: %s", ErrCannotSteer, l.Error)
+		}
+		cp.log.Debug().Int("bytes", len(text)).Msg("message written into the running turn")
+		return nil
+	case <-c.clock().After(codexSteerWait):
+		cp.steerMu.Lock()
+		delete(cp.waiters, id)
+		cp.steerMu.Unlock()
+		return fmt.Errorf("%w: codex did not answer", ErrCannotSteer)
+	}
+}
+
+// accept sets the turn that takes steered input; "" takes none, and the
+// messages still waiting for codex's answer were not taken.
+func (cp *codexAppProc) accept(turn string) {
+	cp.steerMu.Lock()
+	defer cp.steerMu.Unlock()
+	cp.active = turn
+	if turn == "" {
+		for id, ch := range cp.waiters {
+			close(ch)
+			delete(cp.waiters, id)
+		}
+	}
+}
+
+// answered hands a response to the Steer waiting for it.
+func (cp *codexAppProc) answered(l appLine) {
+	cp.steerMu.Lock()
+	defer cp.steerMu.Unlock()
+	if ch, ok := cp.waiters[string(l.ID)]; ok {
+		ch <- l
+		delete(cp.waiters, string(l.ID))
+	}
 }

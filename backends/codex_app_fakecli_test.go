@@ -21,6 +21,7 @@ import (
 //	patch  a fileChange item (an update) and its approval request
 //	hang   a reasoning item, then nothing until turn/interrupt
 //	deaf   a reasoning item, then nothing at all
+//	steer  a reasoning item, then waits for turn/steer and answers it
 //	die    exit 3
 //
 // A thread/resume of fakeStaleThread is refused as codex refuses an
@@ -203,6 +204,23 @@ func runFakeCodexApp() int {
 						}
 						send(map[string]any{"id": r.ID, "result": map[string]any{}})
 						complete("interrupted")
+						break
+					}
+				}
+			case "steer":
+				notify("item/started", with(map[string]any{"item": map[string]any{"type": "reasoning", "id": "r-1"}}))
+				for {
+					r, ok := next()
+					if !ok {
+						return 0
+					}
+					if r.Method == "turn/steer" {
+						in, _ := r.Params["input"].([]any)
+						first, _ := in[0].(map[string]any)
+						logf("turn/steer %v %v", r.Params["expectedTurnId"], first["text"])
+						send(map[string]any{"id": r.ID, "result": map[string]any{"turnId": turn}})
+						answer(fmt.Sprintf("steered: %v", first["text"]))
+						complete("completed")
 						break
 					}
 				}

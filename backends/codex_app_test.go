@@ -288,3 +288,35 @@ func TestCodexExecWithoutKeepAlive(t *testing.T) {
 		t.Error("print mode (gateway chat) must keep codex exec")
 	}
 }
+
+func TestCodexAppSteer(t *testing.T) {
+	c, dir := appCodex(t, "steer", WarmOptions{})
+	if err := c.Steer("chan-1", "too early"); !errors.Is(err, ErrCannotSteer) {
+		t.Fatalf("Steer with no turn = %v", err)
+	}
+	thinking := make(chan struct{}, 1)
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := c.Run(t.Context(), appReq("start"), func(e Event) {
+			if e.Kind == EventThinking {
+				thinking <- struct{}{}
+			}
+		})
+		done <- outcome{res, err}
+	}()
+	<-thinking
+	if err := c.Steer("chan-1", "and this too"); err != nil {
+		t.Fatalf("Steer = %v", err)
+	}
+	out := <-done
+	if out.err != nil || out.res.Text != "steered: and this too" {
+		t.Errorf("result %+v, %v", out.res, out.err)
+	}
+	if log := appLog(t, dir); appLogged(log, "turn/steer turn-1 and this too") != 1 {
+		t.Errorf("no steer:\n%s", strings.Join(log, "\n"))
+	}
+}

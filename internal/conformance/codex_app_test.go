@@ -497,3 +497,32 @@ func TestConformanceCodexAppStopKeepsSession(t *testing.T) {
 		t.Errorf("after the stop: %+v, want the same warm thread %s", res, session)
 	}
 }
+
+func TestConformanceCodexAppSteer(t *testing.T) {
+	gate := make(chan struct{})
+	api := fakeapi.StartResponses(t, fakeapi.Turn{Text: "Working on it.", Gate: gate}, fakeapi.Text("Done, with the extra too."))
+	b := codexAppBackend(t, api)
+	steerer := b.(interface{ Steer(key, text string) error })
+	dir := t.TempDir()
+	go func() {
+		if _, err := api.WaitMain(t.Context(), 1); err != nil {
+			return
+		}
+		if err := steerer.Steer("channel-1", "also say purple"); err != nil {
+			t.Errorf("Steer = %v", err)
+		}
+		close(gate)
+	}()
+	res, err := b.Run(t.Context(), codexAppRequest(dir, "start"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := api.Requests()
+	t.Logf("%d requests; result %q", len(reqs), res.Text)
+	if len(reqs) < 2 || !strings.Contains(string(reqs[len(reqs)-1].Body), "also say purple") {
+		t.Errorf("the steered message did not reach the model:\n%s", api.Summary())
+	}
+	if res.Text != "Done, with the extra too." {
+		t.Errorf("result %q", res.Text)
+	}
+}
