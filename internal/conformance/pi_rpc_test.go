@@ -1,0 +1,424 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/fakeapi"
+)
+
+// pi's RPC mode (`pi --mode rpc`) keeps one process for many prompts: JSON
+// commands on stdin, responses and agent events on stdout. The raw tests
+// below drive it without the adapter and, with PI_RPC_RECORD_DIR set, write
+// what pi printed to <name>.jsonl and what it was sent to
+// <name>.stdin.jsonl, for testdata/pi/rpc (see testdata/pi/README.md). The
+// adapter tests after them run the backend with warm processes on.
+
+// piRPCHome writes pi's config files for api into a new HOME.
+func piRPCHome(t *testing.T, api *fakeapi.Anthropic) string {
+	t.Helper()
+	home := t.TempDir()
+	agentDir := filepath.Join(home, ".pi", "agent")
+	if err := os.MkdirAll(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(agentDir, "models.json"), fmt.Sprintf(`{
+  "providers": {
+    %q: {
+      "baseUrl": %q,
+      "api": "anthropic-messages",
+      "apiKey": "ANTHROPIC_API_KEY",
+      "models": [{"id": %q, "input": ["text", "image"], "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}}]
+    }
+  }
+}
+`, piProvider, api.URL(), piModelID))
+	write(t, filepath.Join(agentDir, "settings.json"), `{
+  "retry": {"enabled": false, "provider": {"maxRetries": 0, "timeoutMs": 30000}},
+  "enableInstallTelemetry": false,
+  "quietStartup": true
+}
+`)
+	return home
+}
+
+// piRPCRaw is a pi --mode rpc process driven line by line.
+type piRPCRaw struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan []byte
+	out   bytes.Buffer // every stdout line
+	in    bytes.Buffer // every command sent
+}
+
+func startPiRPCRaw(t *testing.T, home, dir string, args ...string) *piRPCRaw {
+	t.Helper()
+	bin := cliBinary(t, "pi")
+	cmd := exec.Command(bin, append([]string{"--mode", "rpc", "--offline", "--model", piModel}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "PI_OFFLINE=1", "ANTHROPIC_API_KEY=" + apiKey}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &piRPCRaw{t: t, cmd: cmd, stdin: stdin, lines: make(chan []byte, 1024)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+		for sc.Scan() {
+			r.lines <- bytes.Clone(sc.Bytes())
+		}
+		close(r.lines)
+	}()
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if s := stderr.String(); s != "" {
+			t.Logf("pi stderr: %s", s)
+		}
+	})
+	return r
+}
+
+func (r *piRPCRaw) send(cmd string) {
+	r.t.Helper()
+	r.in.WriteString(cmd + "\n")
+	if _, err := io.WriteString(r.stdin, cmd+"\n"); err != nil {
+		r.t.Fatalf("send: %v", err)
+	}
+}
+
+// until reads lines until one has type typ (and, if cmd is set, command
+// cmd), and returns it.
+func (r *piRPCRaw) until(typ, command string) map[string]any {
+	r.t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				r.t.Fatalf("pi ended before %s %s", typ, command)
+			}
+			r.out.Write(l)
+			r.out.WriteByte('\n')
+			var m map[string]any
+			if json.Unmarshal(l, &m) != nil {
+				r.t.Logf("non-JSON line: %s", l)
+				continue
+			}
+			if m["type"] == typ && (command == "" || m["command"] == command) {
+				return m
+			}
+		case <-deadline:
+			r.t.Fatalf("no %s %s within 60s", typ, command)
+		}
+	}
+}
+
+// record writes the traffic when PI_RPC_RECORD_DIR is set.
+func (r *piRPCRaw) record(name string) {
+	dir := os.Getenv("PI_RPC_RECORD_DIR")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	write(r.t, filepath.Join(dir, name+".jsonl"), r.out.String())
+	write(r.t, filepath.Join(dir, name+".stdin.jsonl"), r.in.String())
+}
+
+// waitMain waits until api has received n main requests.
+func waitMain(t *testing.T, api *fakeapi.Anthropic, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := api.WaitMain(ctx, n); err != nil {
+		t.Fatalf("waiting for %d model requests: %v\n%s", n, err, api.Summary())
+	}
+}
+
+// A text prompt, a second prompt on the same process calling a tool, and
+// the session's statistics (cost, tokens).
+func TestConformancePiRPCRawTurns(t *testing.T) {
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.Text("First answer."),
+		fakeapi.ToolUse("read", map[string]any{"path": "notes.txt"}),
+		fakeapi.Text("The notes say hi."),
+	)
+	home := piRPCHome(t, api)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "notes.txt"), "hi\n")
+	r := startPiRPCRaw(t, home, dir)
+	r.send(`{"id":"gw-1","type":"get_state"}`)
+	r.until("response", "get_state")
+	r.send(`{"id":"gw-2","type":"prompt","message":"Say something."}`)
+	r.until("agent_end", "")
+	r.send(`{"id":"gw-3","type":"prompt","message":"Read notes.txt."}`)
+	r.until("agent_end", "")
+	r.send(`{"id":"gw-4","type":"get_session_stats"}`)
+	r.until("response", "get_session_stats")
+	r.record("turns")
+	if n := len(api.MainRequests()); n != 3 {
+		t.Errorf("model requests = %d, want 3", n)
+	}
+}
+
+// Abort while the model is answering, then a second prompt on the same
+// process: the session goes on.
+func TestConformancePiRPCRawAbort(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.Turn{Text: "never", Gate: gate},
+		fakeapi.Text("After the stop."),
+	)
+	home := piRPCHome(t, api)
+	dir := t.TempDir()
+	r := startPiRPCRaw(t, home, dir)
+	r.send(`{"id":"gw-1","type":"prompt","message":"Take your time."}`)
+	waitMain(t, api, 1)
+	r.send(`{"id":"gw-2","type":"abort"}`)
+	r.until("response", "abort")
+	r.send(`{"id":"gw-3","type":"prompt","message":"Now answer."}`)
+	r.until("agent_end", "")
+	r.record("abort")
+	main := api.MainRequests()
+	if len(main) != 2 {
+		t.Fatalf("model requests = %d, want 2\n%s", len(main), api.Summary())
+	}
+	t.Logf("history after abort: %+v", main[1].Messages())
+}
+
+// A prompt with an image: pi sends it to the model as an image block.
+func TestConformancePiRPCRawImage(t *testing.T) {
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("A red dot."))
+	home := piRPCHome(t, api)
+	r := startPiRPCRaw(t, home, t.TempDir())
+	r.send(`{"id":"gw-1","type":"prompt","message":"What is this?","images":[{"type":"image","data":"` + piRPCPNG + `","mimeType":"image/png"}]}`)
+	r.until("agent_end", "")
+	r.record("image")
+	main := api.MainRequests()
+	if len(main) != 1 {
+		t.Fatalf("model requests = %d, want 1", len(main))
+	}
+	var found bool
+	for _, m := range main[0].Messages() {
+		for _, b := range m.Blocks {
+			if b.Type == "image" && b.Source != nil && b.Source.Data == piRPCPNG {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no image block reached the model: %+v", main[0].Messages())
+	}
+}
+
+// piRPCPNG is a 1x1 PNG, base64.
+const piRPCPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+// A second process started with --session <id> takes the session on, and
+// an unknown id stops pi before it answers anything.
+func TestConformancePiRPCRawResume(t *testing.T) {
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("Remembered."), fakeapi.Text("Still here."))
+	home := piRPCHome(t, api)
+	dir := t.TempDir()
+	first := startPiRPCRaw(t, home, dir)
+	first.send(`{"id":"gw-1","type":"prompt","message":"Remember teal."}`)
+	first.until("agent_end", "")
+	first.send(`{"id":"gw-2","type":"get_state"}`)
+	st := first.until("response", "get_state")
+	id, _ := st["data"].(map[string]any)["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("no session id in %v", st)
+	}
+	_ = first.stdin.Close()
+	_ = first.cmd.Wait()
+
+	second := startPiRPCRaw(t, home, dir, "--session", id)
+	second.send(`{"id":"gw-1","type":"get_state"}`)
+	st2 := second.until("response", "get_state")
+	if got := st2["data"].(map[string]any)["sessionId"]; got != id {
+		t.Errorf("resumed session id = %v, want %s", got, id)
+	}
+	second.send(`{"id":"gw-2","type":"prompt","message":"What colour?"}`)
+	second.until("agent_end", "")
+	second.record("resume")
+	main := api.MainRequests()
+	if got := main[len(main)-1].Messages(); len(got) < 3 {
+		t.Errorf("resumed request has %d messages, want the history too: %+v", len(got), got)
+	}
+}
+
+// piRPCBackend is the pi backend with warm processes on, as the gateway
+// builds it with AGENT_KEEP_ALIVE set.
+func piRPCBackend(t *testing.T, home string) backends.Backend {
+	t.Helper()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "PI_OFFLINE=1", "ANTHROPIC_API_KEY=" + apiKey}
+	b, err := backends.New("pi", backends.Options{Binary: cliBinary(t, "pi"), Env: env, KillGrace: 2 * time.Second,
+		Log:  zerolog.New(zerolog.NewTestWriter(t)),
+		Warm: backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 2, HangTimeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.(io.Closer).Close() })
+	return b
+}
+
+func piRPCReq(dir, prompt, session string) backends.Request {
+	return backends.Request{Prompt: prompt, Key: "chan-1", WorkDir: dir, SessionID: session, Model: piModel,
+		SystemPrompt: "You are Conformo.", PermissionMode: "acceptEdits"}
+}
+
+func piWarm(b backends.Backend) backends.WarmStats {
+	return b.(interface{ Warm() backends.WarmStats }).Warm()
+}
+
+func TestConformancePiRPCWarmSecondTurn(t *testing.T) {
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("First."), fakeapi.Text("Second."))
+	b := piRPCBackend(t, piRPCHome(t, api))
+	dir := t.TempDir()
+	var events []backends.Event
+	res, err := b.Run(context.Background(), piRPCReq(dir, "One.", ""), func(e backends.Event) { events = append(events, e) })
+	if err != nil {
+		t.Fatalf("first turn: %v\n%s", err, api.Summary())
+	}
+	if res.Text != "First." || res.SessionID == "" || res.Warm || res.CostUSD <= 0 || res.ContextWindow != 128000 {
+		t.Errorf("first turn = %+v", res)
+	}
+	if len(events) == 0 || events[0].Kind != backends.EventInit || events[0].SessionID != res.SessionID {
+		t.Errorf("first event = %+v, want EventInit with the session", events)
+	}
+	res2, err := b.Run(context.Background(), piRPCReq(dir, "Two.", res.SessionID), nil)
+	if err != nil {
+		t.Fatalf("second turn: %v\n%s", err, api.Summary())
+	}
+	if res2.Text != "Second." || !res2.Warm || res2.SessionID != res.SessionID {
+		t.Errorf("second turn = %+v, want the warm process and the same session", res2)
+	}
+	main := api.MainRequests()
+	if len(main) != 2 || len(main[1].Messages()) != 3 {
+		t.Errorf("second request messages = %+v, want the first exchange and the new prompt", main[len(main)-1].Messages())
+	}
+	if !strings.Contains(main[1].System(), "You are Conformo.") {
+		t.Error("the persona did not reach the model on the warm turn")
+	}
+	if w := piWarm(b); w.Processes != 1 {
+		t.Errorf("warm processes = %+v, want 1", w)
+	}
+}
+
+func TestConformancePiRPCStopKeepsSession(t *testing.T) {
+	gate := make(chan struct{})
+	defer close(gate)
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("Started."), fakeapi.Turn{Text: "never", Gate: gate}, fakeapi.Text("After the stop."))
+	b := piRPCBackend(t, piRPCHome(t, api))
+	dir := t.TempDir()
+	res, err := b.Run(context.Background(), piRPCReq(dir, "Begin.", ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Run(ctx, piRPCReq(dir, "Take your time.", res.SessionID), nil)
+		done <- err
+	}()
+	waitMain(t, api, 2)
+	cancel()
+	var e *backends.Error
+	if err := <-done; !errors.As(err, &e) || e.Kind != backends.KindCanceled {
+		t.Fatalf("stopped turn error = %v, want KindCanceled", err)
+	}
+	if w := piWarm(b); w.Processes != 1 {
+		t.Errorf("warm processes after the stop = %+v, want the process kept", w)
+	}
+	res3, err := b.Run(context.Background(), piRPCReq(dir, "Now answer.", res.SessionID), nil)
+	if err != nil {
+		t.Fatalf("turn after the stop: %v\n%s", err, api.Summary())
+	}
+	if res3.Text != "After the stop." || !res3.Warm || res3.SessionID != res.SessionID {
+		t.Errorf("turn after the stop = %+v", res3)
+	}
+	last := api.MainRequests()[2].Messages()
+	if len(last) < 3 || last[0].Text != "Begin." {
+		t.Errorf("history after the stop = %+v, want the session's first exchange", last)
+	}
+}
+
+func TestConformancePiRPCImage(t *testing.T) {
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("A red dot."))
+	b := piRPCBackend(t, piRPCHome(t, api))
+	png, err := base64.StdEncoding.DecodeString(piRPCPNG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := piRPCReq(t.TempDir(), "What is in dot.png?", "")
+	req.Images = []backends.Image{{Path: "dot.png", MediaType: "image/png", Data: png}}
+	if _, err := b.Run(context.Background(), req, nil); err != nil {
+		t.Fatalf("turn: %v\n%s", err, api.Summary())
+	}
+	var found bool
+	for _, m := range api.MainRequests()[0].Messages() {
+		for _, bl := range m.Blocks {
+			found = found || (bl.Type == "image" && bl.Source != nil && bl.Source.Data == piRPCPNG && bl.Source.MediaType == "image/png")
+		}
+	}
+	if !found {
+		t.Errorf("the image did not reach the model: %+v", api.MainRequests()[0].Messages())
+	}
+}
+
+// A gateway restart: a new backend resumes the session on a new process.
+func TestConformancePiRPCResumeAfterRestart(t *testing.T) {
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("Noted."), fakeapi.Text("Teal."))
+	home := piRPCHome(t, api)
+	dir := t.TempDir()
+	first := piRPCBackend(t, home)
+	res, err := first.Run(context.Background(), piRPCReq(dir, "My colour is teal.", ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first.(io.Closer).Close()
+	second := piRPCBackend(t, home)
+	res2, err := second.Run(context.Background(), piRPCReq(dir, "What is my colour?", res.SessionID), nil)
+	if err != nil {
+		t.Fatalf("resumed turn: %v", err)
+	}
+	if res2.SessionID != res.SessionID || res2.Warm {
+		t.Errorf("resumed turn = %+v", res2)
+	}
+	last := api.MainRequests()[1].Messages()
+	if len(last) != 3 || last[0].Text != "My colour is teal." {
+		t.Errorf("resumed history = %+v", last)
+	}
+}
