@@ -320,3 +320,19 @@ func TestCodexAppSteer(t *testing.T) {
 		t.Errorf("no steer:\n%s", strings.Join(log, "\n"))
 	}
 }
+
+func TestCodexAppHungRetriesOnFreshProcess(t *testing.T) {
+	c, dir := appCodex(t, "deaf,text", WarmOptions{Interactive: true, KeepAlive: time.Hour, HangTimeout: 100 * time.Millisecond})
+	var retried bool
+	res, err := c.Run(t.Context(), appReq("hello"), func(e Event) { retried = retried || e.Kind == EventRetry })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !retried || !strings.HasPrefix(res.Text, "hello from ") {
+		t.Errorf("retried %v, result %+v", retried, res)
+	}
+	log := appLog(t, dir)
+	if appLogged(log, "spawn") != 2 || appLogged(log, "thread/resume "+res.SessionID) != 1 {
+		t.Errorf("want a second process resuming the thread:\n%s", strings.Join(log, "\n"))
+	}
+}
