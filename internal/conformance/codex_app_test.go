@@ -526,3 +526,22 @@ func TestConformanceCodexAppSteer(t *testing.T) {
 		t.Errorf("result %q", res.Text)
 	}
 }
+
+func TestConformanceCodexAppImage(t *testing.T) {
+	api := fakeapi.StartResponses(t, fakeapi.Text("A red dot."))
+	b := codexAppBackend(t, api)
+	// A 1x1 PNG.
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde\x00\x00\x00\x0cIDATx\x9cc\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\xc9\xfe\x92\xef\x00\x00\x00\x00IEND\xaeB`\x82")
+	req := codexAppRequest(t.TempDir(), "what is in the picture?")
+	req.Images = []backends.Image{{Path: "/nowhere/dot.png", MediaType: "image/png", Data: png}}
+	if _, err := b.Run(t.Context(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := api.WaitMain(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(reqs[0].Body); !strings.Contains(body, `"input_image"`) || !strings.Contains(body, "data:image/png;base64,") {
+		t.Errorf("the image did not reach the model:\n%.2000s", body)
+	}
+}
