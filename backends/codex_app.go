@@ -251,6 +251,9 @@ func (c *Codex) appStartError(ctx context.Context, cp *codexAppProc, what string
 	if errors.As(err, &e) {
 		return e
 	}
+	if errors.Is(err, errAppGone) {
+		_, _ = cp.p.Wait() // its stderr is complete
+	}
 	stderr := strings.TrimSpace(cp.p.StderrTail())
 	if se := CodexStderrError(stderr); se != nil {
 		se.Stderr = stderr
@@ -264,11 +267,17 @@ func (c *Codex) appStartError(ctx context.Context, cp *codexAppProc, what string
 }
 
 // read copies stdout into lines until it ends.
+// An overlong line (a huge command output) is skipped, not fatal.
 func (cp *codexAppProc) read() {
+	split := &lineSplitter{max: codexLineMax}
 	sc := bufio.NewScanner(cp.p.Stdout())
 	sc.Buffer(make([]byte, 0, codexLineStart), codexLineMax)
+	sc.Split(split.split)
 	for sc.Scan() {
 		cp.lines <- bytes.Clone(sc.Bytes())
+	}
+	if split.skipped > 0 {
+		cp.log.Warn().Int("skipped", split.skipped).Int("max_bytes", codexLineMax).Msg("skipped codex app-server output lines over the size limit")
 	}
 	if err := sc.Err(); err != nil {
 		cp.log.Warn().Err(err).Msg("stopped reading codex app-server output")

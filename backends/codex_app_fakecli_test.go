@@ -24,6 +24,7 @@ import (
 //	steer  a reasoning item, then waits for turn/steer and answers it
 //	die    exit 3
 //
+// With FAKE_CLAUDE_STARTERR it prints that on stderr and exits 1 at once.
 // A thread/resume of fakeStaleThread is refused as codex refuses an
 // unknown thread. Everything is logged to FAKE_CLAUDE_DIR/log as
 // "<pid> <what> <detail>" lines.
@@ -48,6 +49,10 @@ func runFakeCodexApp() int {
 		f.Close()
 	}
 	logf("spawn %s", strings.Join(os.Args[1:], " "))
+	if msg := os.Getenv("FAKE_CLAUDE_STARTERR"); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+		return 1
+	}
 	script := strings.Split(os.Getenv("FAKE_CLAUDE_SCRIPT"), ",")
 	out := bufio.NewWriter(os.Stdout)
 	send := func(v any) {

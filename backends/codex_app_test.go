@@ -336,3 +336,14 @@ func TestCodexAppHungRetriesOnFreshProcess(t *testing.T) {
 		t.Errorf("want a second process resuming the thread:\n%s", strings.Join(log, "\n"))
 	}
 }
+
+func TestCodexAppStartFailureSaysWhy(t *testing.T) {
+	bin, _ := fakeCLI(t, "codexapp", map[string]string{"CODEXAPP": "1", "STARTERR": "Error loading config.toml: unknown field `modle`"})
+	c := NewCodex(Options{Binary: bin, Env: os.Environ(), Warm: WarmOptions{Interactive: true, KeepAlive: time.Hour}})
+	t.Cleanup(func() { _ = c.Close() })
+	_, err := c.Run(t.Context(), appReq("hi"), nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindInvalid || !strings.Contains(e.Message, "config.toml") {
+		t.Fatalf("err = %v, want the config error", err)
+	}
+}
