@@ -376,7 +376,9 @@ func (t *codexAppTurn) ours(params json.RawMessage) bool {
 	if p.ThreadID != "" && t.thread != "" && p.ThreadID != t.thread {
 		return false
 	}
-	return p.TurnID == "" || t.turn == "" || p.TurnID == t.turn
+	// Until codex names the turn, a notice about a turn is an earlier
+	// one's (a resumed thread's usage arrives before turn/start's answer).
+	return p.TurnID == "" || p.TurnID == t.turn
 }
 
 // observe reads one notification and returns the events it makes.

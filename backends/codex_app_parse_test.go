@@ -234,3 +234,17 @@ func FuzzCodexAppParse(f *testing.F) {
 		_ = turn.result()
 	})
 }
+
+func TestCodexAppTurnIgnoresEarlierTurnsNotices(t *testing.T) {
+	turn := &codexAppTurn{thread: "th"}
+	l, err := parseAppLine([]byte(`{"method":"thread/tokenUsage/updated","params":{"threadId":"th","turnId":"old","tokenUsage":{"last":{"inputTokens":100,"outputTokens":10}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn.observe(l) // before turn/start's answer names the turn
+	turn.turn = "new"
+	turn.observe(l)
+	if u := turn.result().Usage; u != (Usage{}) {
+		t.Errorf("usage %+v counts another turn's call", u)
+	}
+}

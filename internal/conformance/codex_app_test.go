@@ -545,3 +545,47 @@ func TestConformanceCodexAppImage(t *testing.T) {
 		t.Errorf("the image did not reach the model:\n%.2000s", body)
 	}
 }
+
+func TestConformanceCodexAppStopWhileAsking(t *testing.T) {
+	api := fakeapi.StartResponses(t,
+		fakeapi.Turn{ToolCalls: []fakeapi.ToolCall{{Name: "exec_command", Input: json.RawMessage(`{"cmd":"touch never.txt"}`)}}},
+		fakeapi.Text("Still here."),
+	)
+	b := codexAppBackend(t, api)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	withdrawn := make(chan error, 1)
+	req := codexAppRequest(dir, "make a file")
+	req.PermissionMode = "default"
+	req.Approve = func(actx context.Context, a backends.Approval) backends.Verdict {
+		cancel() // Stop while the question is open
+		<-actx.Done()
+		withdrawn <- context.Cause(actx)
+		return backends.Verdict{}
+	}
+	var session string
+	_, err := b.Run(ctx, req, func(e backends.Event) {
+		if e.Kind == backends.EventInit {
+			session = e.SessionID
+		}
+	})
+	var e *backends.Error
+	if !errors.As(err, &e) || e.Kind != backends.KindCanceled {
+		t.Fatalf("err = %v, want canceled", err)
+	}
+	t.Logf("the question ended with: %v", <-withdrawn)
+	if _, err := os.Stat(filepath.Join(dir, "never.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command ran: %v", err)
+	}
+	next := codexAppRequest(dir, "still there?")
+	next.SessionID, next.PermissionMode = session, "default"
+	next.Approve = func(context.Context, backends.Approval) backends.Verdict { return backends.Verdict{} }
+	res, err := b.Run(t.Context(), next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Warm || res.Text != "Still here." || res.Usage.InputTokens != 100 {
+		t.Errorf("after the stop: %+v", res)
+	}
+}
