@@ -422,3 +422,58 @@ func TestConformancePiRPCResumeAfterRestart(t *testing.T) {
 		t.Errorf("resumed history = %+v", last)
 	}
 }
+
+// BenchmarkConformancePiTurn compares a prompt on a warm RPC process with
+// one that starts pi (print mode, AGENT_KEEP_ALIVE=0), against the fake
+// API answering at once.
+func BenchmarkConformancePiTurn(b *testing.B) {
+	for _, warm := range []bool{true, false} {
+		name := "cold_print"
+		if warm {
+			name = "warm_rpc"
+		}
+		b.Run(name, func(b *testing.B) {
+			api := fakeapi.NewAnthropic()
+			defer api.Close()
+			home := b.TempDir()
+			agentDir := filepath.Join(home, ".pi", "agent")
+			if err := os.MkdirAll(agentDir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			models := fmt.Sprintf(`{"providers":{%q:{"baseUrl":%q,"api":"anthropic-messages","apiKey":"ANTHROPIC_API_KEY","models":[{"id":%q}]}}}`,
+				piProvider, api.URL(), piModelID)
+			if err := os.WriteFile(filepath.Join(agentDir, "models.json"), []byte(models), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			bin := os.Getenv("PI_BIN")
+			if bin == "" {
+				b.Skip("PI_BIN is not set")
+			}
+			opts := backends.Options{Binary: bin, KillGrace: 2 * time.Second,
+				Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "PI_OFFLINE=1", "ANTHROPIC_API_KEY=" + apiKey}}
+			if warm {
+				opts.Warm = backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 1}
+			}
+			be, err := backends.New("pi", opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.(io.Closer).Close()
+			dir := b.TempDir()
+			session := ""
+			run := func() {
+				api.Add(fakeapi.Text("ok"))
+				res, err := be.Run(context.Background(), piRPCReq(dir, "hi", session), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				session = res.SessionID
+			}
+			run() // the session exists, and a warm process is up
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				run()
+			}
+		})
+	}
+}
