@@ -67,6 +67,10 @@ const (
 // after the run). codex 0.169.0 keeps the developer instructions a thread
 // started with on resume; the runtime carries persona changes in the
 // prompt of a resumed turn.
+//
+// With warm processes on (Options.Warm: Interactive and a KeepAlive), a
+// turn runs on a kept `codex app-server` instead, which streams text, asks
+// for approvals, takes an interrupt and steered messages (codex_app.go).
 type Codex struct {
 	opts Options
 	run  runner
