@@ -24,6 +24,9 @@ import (
 //	hang      agent_start and nothing more until an abort
 //	deaf      the same, and an abort is not answered
 //	die_once  the first process to take a prompt exits 3 mid-turn
+//	hang_once the first prompt gets agent_start and nothing more
+//	dialog    an extension's confirm dialog before the answer; the reply is recorded
+//	refuse    the prompt is refused (no API key)
 //
 // Every start appends its arguments (one line, NUL-separated) to "args";
 // every command it reads goes to "stdin".
@@ -50,11 +53,20 @@ while IFS= read -r line; do
     ans "$id" get_session_stats ',"data":{"contextUsage":{"tokens":110,"contextWindow":128000}}' ;;
   *'"type":"prompt"'*)
     n=$((n+1))
+    if [ "$mode" = refuse ]; then
+      printf '{"id":"%%s","type":"response","command":"prompt","success":false,"error":"No API key found for fake."}\n' "$id"; continue
+    fi
     ans "$id" prompt ""
     echo '{"type":"agent_start"}'
     echo '{"type":"turn_start"}'
     case "$mode" in
     hang|deaf) continue ;;
+    hang_once)
+      if [ ! -e "$d/hung" ]; then touch "$d/hung"; continue; fi ;;
+    dialog)
+      echo '{"type":"extension_ui_request","id":"ui-1","method":"confirm","title":"Allow rm -rf?"}'
+      IFS= read -r reply; printf '%%s\n' "$reply" >> "$d/stdin" ;;
+
     die_once)
       if [ ! -e "$d/died" ]; then touch "$d/died"; echo "fake pi crashed" >&2; exit 3; fi ;;
     esac
@@ -350,5 +362,50 @@ func TestPiRPCWants(t *testing.T) {
 	off := newPiRPC(Options{Warm: WarmOptions{Interactive: true}})
 	if off.wants(Request{Key: "c"}) {
 		t.Error("rpc mode without AGENT_KEEP_ALIVE")
+	}
+}
+
+func TestPiRPCHangRetriesOnFreshProcess(t *testing.T) {
+	t.Parallel()
+	fake := newPiRPCFake(t)
+	fake.setMode(t, "hang_once")
+	p := newTestPiRPC(t, fake.bin, WarmOptions{HangTimeout: 200 * time.Millisecond})
+	var evs piRPCEvents
+	res, err := p.Run(context.Background(), piRPCRequest(t.TempDir(), ""), evs.add)
+	if err != nil || res.Text != "answer 1" {
+		t.Fatalf("turn = %+v, %v", res, err)
+	}
+	starts := fake.starts()
+	if len(starts) != 2 || !strings.Contains(strings.Join(starts[1], " "), "--session s-new") {
+		t.Errorf("starts = %q, want a second start resuming the session", starts)
+	}
+}
+
+func TestPiRPCDismissesExtensionDialogs(t *testing.T) {
+	t.Parallel()
+	fake := newPiRPCFake(t)
+	fake.setMode(t, "dialog")
+	p := newTestPiRPC(t, fake.bin, WarmOptions{})
+	res, err := p.Run(context.Background(), piRPCRequest(t.TempDir(), ""), nil)
+	if err != nil || res.Text != "answer 1" {
+		t.Fatalf("turn = %+v, %v", res, err)
+	}
+	if !strings.Contains(fake.file("stdin"), `{"cancelled":true,"id":"ui-1","type":"extension_ui_response"}`) {
+		t.Errorf("the dialog was not dismissed:\n%s", fake.file("stdin"))
+	}
+}
+
+func TestPiRPCRefusedPrompt(t *testing.T) {
+	t.Parallel()
+	fake := newPiRPCFake(t)
+	fake.setMode(t, "refuse")
+	p := newTestPiRPC(t, fake.bin, WarmOptions{})
+	_, err := p.Run(context.Background(), piRPCRequest(t.TempDir(), ""), nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindAuth {
+		t.Fatalf("error = %v, want KindAuth", err)
+	}
+	if w := p.Warm(); w.Processes != 0 {
+		t.Errorf("Warm() = %+v: a process refusing prompts was kept", w)
 	}
 }
