@@ -22,6 +22,11 @@ func (c *Config) BackendEnv() []string {
 			env = append(env, name+"="+val)
 		}
 	}
+	if c.Backend == BackendACP && c.ACPCommand != "" {
+		// The acp adapter reads its agent's command line from here and
+		// keeps it out of the agent's own environment.
+		env = append(env, EnvACPCommand+"="+c.ACPCommand)
+	}
 	slices.Sort(env)
 	return env
 }

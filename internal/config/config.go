@@ -76,6 +76,9 @@ type Config struct {
 	// AgentBinary overrides the CLI's path (AGENT_CLI_PATH); empty means
 	// the backend's usual name on PATH.
 	AgentBinary string
+	// ACPCommand is the command line of the agent AGENT_BACKEND=acp runs
+	// (ACP_COMMAND), split into words without a shell; required with acp.
+	ACPCommand string
 	// AgentUser is the user every agent CLI runs as (AGENT_USER): a user
 	// name or a numeric uid; empty means the gateway's own user. See
 	// internal/agentuser for the check that the setup holds.

@@ -178,6 +178,9 @@ func TestLoadEachVar(t *testing.T) {
 		{"cli login YES", map[string]string{EnvUseCLILogin: "YES"}, func(c *Config) { c.UseCLILogin = true }},
 		{"cli login off", map[string]string{EnvUseCLILogin: "off"}, func(c *Config) { c.UseCLILogin = false }},
 		{"agent binary", map[string]string{EnvAgentBinary: "/opt/claude/bin/claude"}, func(c *Config) { c.AgentBinary = "/opt/claude/bin/claude" }},
+		{"acp backend", map[string]string{EnvBackend: "ACP", EnvACPCommand: `"/opt/my agent/agent" --acp`}, func(c *Config) {
+			c.Backend, c.ACPCommand = BackendACP, `"/opt/my agent/agent" --acp`
+		}},
 		{"agent user name", map[string]string{EnvAgentUser: "gateway-agent"}, func(c *Config) { c.AgentUser = "gateway-agent" }},
 		{"agent user uid", map[string]string{EnvAgentUser: " 1001 "}, func(c *Config) { c.AgentUser = "1001" }},
 		{"user ids", map[string]string{EnvAllowedUserIDs: "1, 22 ,333"}, func(c *Config) { c.AllowedUserIDs = []string{"1", "22", "333"} }},
@@ -420,7 +423,7 @@ func TestInvalidValues(t *testing.T) {
 		{EnvQueryTimeoutMS, "9223372036855", `QUERY_TIMEOUT_MS: "9223372036855" is too large (at most 9223372036854)`},
 		{EnvQueryTimeoutMS, "99999999999999999999", `QUERY_TIMEOUT_MS: "99999999999999999999" is too large (at most 9223372036854)`},
 		{EnvPermissionMode, "yolo", `PERMISSION_MODE: "yolo" is not one of default, acceptEdits, plan, bypassPermissions`},
-		{EnvBackend, "foo", `AGENT_BACKEND: "foo" is not one of claude, codex, gemini, opencode, pi`},
+		{EnvBackend, "foo", `AGENT_BACKEND: "foo" is not one of claude, codex, gemini, opencode, pi, acp`},
 		{EnvMaxQueueDepth, "0", `MAX_QUEUE_DEPTH must be at least 1, got 0`},
 		{EnvMaxQueueDepth, "-1", `MAX_QUEUE_DEPTH must be at least 1, got -1`},
 		{EnvMaxQueueDepth, "ten", `MAX_QUEUE_DEPTH: "ten" is not a whole number`},
@@ -610,6 +613,36 @@ func TestMissingMessages(t *testing.T) {
 	}
 }
 
+func TestACPCommandRequired(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"missing", map[string]string{EnvBackend: "acp"},
+			[]string{`missing ACP_COMMAND: AGENT_BACKEND=acp runs the agent this command line starts, e.g. ACP_COMMAND="gemini --acp" or ACP_COMMAND="opencode acp"`}},
+		{"blank", map[string]string{EnvBackend: "acp", EnvACPCommand: "  "},
+			[]string{`missing ACP_COMMAND: AGENT_BACKEND=acp runs the agent this command line starts, e.g. ACP_COMMAND="gemini --acp" or ACP_COMMAND="opencode acp"`}},
+		{"set", map[string]string{EnvBackend: "acp", EnvACPCommand: "opencode acp"}, nil},
+		{"not needed by another backend", map[string]string{EnvBackend: "gemini"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, tc.env, "", 0)
+			var got []string
+			if err != nil {
+				for _, p := range validationProblems(t, err) {
+					got = append(got, p.Msg)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestBackendEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
@@ -644,11 +677,18 @@ func TestBackendEnv(t *testing.T) {
 			"ANTHROPIC_API_KEY=sk-ant", "ANTHROPIC_BASE_URL=http://127.0.0.1:4", "GEMINI_API_KEY=gem",
 			"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:5", "OPENAI_API_KEY=sk-openai-env", "PI_OFFLINE=1",
 		}},
+		// Any ACP agent gets every provider variable, and the adapter its
+		// command line.
+		{"acp", []string{
+			"ACP_COMMAND=my-agent --acp",
+			"ANTHROPIC_API_KEY=sk-ant", "ANTHROPIC_BASE_URL=http://127.0.0.1:4", "CLAUDE_CODE_MAX_RETRIES=0", "GEMINI_API_KEY=gem",
+			"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:5", "IS_SANDBOX=1", "OPENAI_API_KEY=sk-openai-env", "OPENCODE_CONFIG_CONTENT={}", "PI_OFFLINE=1",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.backend, func(t *testing.T) {
 			t.Parallel()
-			e := map[string]string{EnvBackend: tt.backend}
+			e := map[string]string{EnvBackend: tt.backend, EnvACPCommand: "my-agent --acp"}
 			for k, v := range env {
 				e[k] = v
 			}
@@ -753,6 +793,7 @@ func TestRedacted(t *testing.T) {
 		"AGENT_MAX_TURNS=25",
 		"AGENT_USE_CLI_LOGIN=false",
 		"AGENT_CLI_PATH=",
+		"ACP_COMMAND=",
 		"AGENT_USER=",
 		"ALLOWED_USER_IDS=1,2",
 		"ALLOWED_CHANNEL_IDS=",
@@ -1034,6 +1075,10 @@ var generators = []generator{
 		v := "/" + randString(r, "abcdefgh/_-.", 1, 30)
 		return v, func(_ testing.TB, c *Config) { c.AgentBinary = v }
 	}},
+	{EnvACPCommand, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
+		v := "/" + randString(r, "abcdefgh/_-.", 1, 20) + " " + randPick(r, []string{"--acp", "acp", "--mode acp"})
+		return v, func(_ testing.TB, c *Config) { c.ACPCommand = v }
+	}},
 	{EnvAgentUser, func(r *rand.Rand) (string, func(testing.TB, *Config)) {
 		v := "agent" + randString(r, "abcdefgh0123_-.", 0, 20)
 		return v, func(_ testing.TB, c *Config) { c.AgentUser = v }
@@ -1306,6 +1351,11 @@ func TestPropertyRoundTrip(t *testing.T) {
 			desc = append(desc, fmt.Sprintf("%s=%q@%d", g.name, raw, place))
 			apply(t, want)
 		}
+		if want.Backend == BackendACP && want.ACPCommand == "" {
+			// AGENT_BACKEND=acp needs the agent's command line.
+			want.ACPCommand = "gemini --acp"
+			env = append(env, EnvACPCommand+"="+want.ACPCommand)
+		}
 		if want.AgentUser != "" && want.AdminAddr != "" && want.AdminToken == "" {
 			// Beside AGENT_USER the admin server needs a token.
 			want.AdminToken = "admin-token-0123456789"
@@ -1352,6 +1402,9 @@ func TestPropertyMissingRequired(t *testing.T) {
 	for i := range iterations {
 		backend := randPick(r, backendNames)
 		env := map[string]string{EnvBackend: backend}
+		if backend == BackendACP {
+			env[EnvACPCommand] = "opencode acp" // required, but not a credential
+		}
 		var dotenv strings.Builder
 		put := func(name, value string) {
 			if r.IntN(2) == 0 {

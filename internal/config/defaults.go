@@ -31,6 +31,7 @@ var defaults = map[string]string{
 	EnvMaxTurns:          "25",
 	EnvUseCLILogin:       "false",
 	EnvAgentBinary:       "",
+	EnvACPCommand:        "",
 	EnvAgentUser:         "",
 	EnvAllowedUserIDs:    "",
 	EnvAllowedChannelIDs: "",

@@ -62,7 +62,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvBackend},
 		Default: "`claude`",
-		Meaning: "which agent CLI runs: `claude`, `codex`, `gemini`, `opencode` or `pi` (see [Backends](#backends))",
+		Meaning: "which agent CLI runs: `claude`, `codex`, `gemini`, `opencode`, `pi`, or `acp` for any agent that speaks the Agent Client Protocol (see [Backends](#backends))",
 	},
 	{
 		Names:   []string{EnvModel},
@@ -78,6 +78,11 @@ var docs = []doc{
 		Names:   []string{EnvAgentBinary},
 		Default: "on `PATH`",
 		Meaning: "path of the CLI binary",
+	},
+	{
+		Names:   []string{EnvACPCommand},
+		Default: "unset",
+		Meaning: "with `AGENT_BACKEND=acp` (then required): the command line that starts the ACP agent, e.g. `gemini --acp`, `opencode acp`; split into words like a shell would (quotes, backslashes) but run without one. The agent gets every provider variable",
 	},
 	{
 		Names:   []string{EnvAgentUser},

@@ -24,6 +24,7 @@ const (
 	EnvMaxTurns          = "AGENT_MAX_TURNS"
 	EnvUseCLILogin       = "AGENT_USE_CLI_LOGIN"
 	EnvAgentBinary       = "AGENT_CLI_PATH"
+	EnvACPCommand        = "ACP_COMMAND"
 	EnvAgentUser         = "AGENT_USER"
 	EnvAllowedUserIDs    = "ALLOWED_USER_IDS"
 	EnvAllowedChannelIDs = "ALLOWED_CHANNEL_IDS"
@@ -129,6 +130,7 @@ var keys = append([]string{
 	EnvMaxTurns,
 	EnvUseCLILogin,
 	EnvAgentBinary,
+	EnvACPCommand,
 	EnvAgentUser,
 	EnvAllowedUserIDs,
 	EnvAllowedChannelIDs,
@@ -244,11 +246,14 @@ const (
 	BackendGemini   = "gemini"
 	BackendOpencode = "opencode"
 	BackendPi       = "pi"
+	// BackendACP runs any agent that speaks the Agent Client Protocol,
+	// started as ACP_COMMAND says.
+	BackendACP = "acp"
 )
 
 // backendNames lists the backends AGENT_BACKEND accepts, in the order error
 // messages name them.
-var backendNames = []string{BackendClaude, BackendCodex, BackendGemini, BackendOpencode, BackendPi}
+var backendNames = []string{BackendClaude, BackendCodex, BackendGemini, BackendOpencode, BackendPi, BackendACP}
 
 // backendCredentials says which variables satisfy each backend's need for a
 // model credential (DESIGN decision 12): any one of them will do. A backend
@@ -264,6 +269,8 @@ var backendCredentials = map[string][]string{
 	BackendOpencode: nil,
 	// pi talks to several providers; a key for any one of them is enough.
 	BackendPi: {EnvAnthropicAPIKey, EnvOpenAIAPIKey, EnvGeminiAPIKey},
+	// An arbitrary ACP agent keeps its credentials where it likes.
+	BackendACP: nil,
 }
 
 // backendEnv says which provider variables each backend's CLI is given
@@ -274,6 +281,8 @@ var backendEnv = map[string][]string{
 	BackendGemini:   {"GEMINI_", "GOOGLE_"},
 	BackendOpencode: {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENCODE_", "OPENROUTER_", "GROQ_", "MISTRAL_", "XAI_", "DEEPSEEK_", "CEREBRAS_"},
 	BackendPi:       {"ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "PI_", "OPENROUTER_", "GROQ_", "MISTRAL_", "XAI_", "DEEPSEEK_", "CEREBRAS_"},
+	// An arbitrary ACP agent may use any provider: it gets them all.
+	BackendACP: append([]string{EnvIsSandbox}, providerPrefixes...),
 }
 
 // Credentials returns the variables of which the named backend needs one

@@ -63,6 +63,7 @@ func (p *parser) parse() *Config {
 		MaxTurns:             field(p, EnvMaxTurns, parseCount),
 		UseCLILogin:          field(p, EnvUseCLILogin, parseBool),
 		AgentBinary:          field(p, EnvAgentBinary, parseString),
+		ACPCommand:           field(p, EnvACPCommand, parseString),
 		AgentUser:            field(p, EnvAgentUser, parseAgentUser),
 		AllowedUserIDs:       field(p, EnvAllowedUserIDs, parseIDs),
 		AllowedChannelIDs:    field(p, EnvAllowedChannelIDs, parseIDs),
@@ -144,6 +145,12 @@ func (p *parser) parse() *Config {
 		c.AdminAddr = ""
 	}
 	p.checkNATS(c)
+	if c.Backend == BackendACP && strings.TrimSpace(c.ACPCommand) == "" && !p.bad[EnvACPCommand] {
+		p.problems = append(p.problems, varErrorf(EnvACPCommand,
+			"missing %s: %s=%s runs the agent this command line starts, e.g. %s=\"gemini --acp\" or %s=\"opencode acp\"",
+			EnvACPCommand, EnvBackend, BackendACP, EnvACPCommand, EnvACPCommand))
+		p.bad[EnvACPCommand] = true
+	}
 	if problem := adminNeedsToken(c, p.bad); problem != nil {
 		p.problems = append(p.problems, problem)
 		p.bad[EnvAdminToken] = true

@@ -39,6 +39,7 @@ func (c Config) settings() []setting {
 		{EnvMaxTurns, strconv.Itoa(c.MaxTurns)},
 		{EnvUseCLILogin, strconv.FormatBool(c.UseCLILogin)},
 		{EnvAgentBinary, c.AgentBinary},
+		{EnvACPCommand, c.ACPCommand},
 		{EnvAgentUser, c.AgentUser},
 		{EnvAllowedUserIDs, strings.Join(c.AllowedUserIDs, ",")},
 		{EnvAllowedChannelIDs, strings.Join(c.AllowedChannelIDs, ",")},
