@@ -329,11 +329,29 @@ func codexAppPatch(body string) fakeapi.Turn {
 // OPENAI_API_KEY, with the provider's retries off in config.toml.
 func codexAppBackend(t *testing.T, api *fakeapi.Responses) backends.Backend {
 	t.Helper()
-	home := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+	opts := codexAppOptions(t, api, cliBinary(t, "codex"))
+	opts.Warm = backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 2}
+	b, err := backends.New("codex", opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(home, ".codex", "config.toml"), fmt.Sprintf(`model = %q
+	t.Cleanup(func() {
+		if c, ok := b.(io.Closer); ok {
+			_ = c.Close()
+		}
+	})
+	return b
+}
+
+// codexAppOptions are the adapter's options for codex bin against api,
+// with an isolated HOME; warm processes off.
+func codexAppOptions(tb testing.TB, api *fakeapi.Responses, bin string) backends.Options {
+	tb.Helper()
+	home := tb.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	config := fmt.Sprintf(`model = %q
 check_for_update_on_startup = false
 
 [analytics]
@@ -351,7 +369,10 @@ env_key = "OPENAI_API_KEY"
 request_max_retries = 0
 stream_max_retries = 0
 stream_idle_timeout_ms = 120000
-`, codexModel, backends.CodexProviderID))
+`, codexModel, backends.CodexProviderID)
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(config), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
@@ -359,18 +380,56 @@ stream_idle_timeout_ms = 120000
 		"OPENAI_API_KEY=" + codexAPIKey,
 		"DISCORD_BOT_TOKEN=" + discordToken,
 	}
-	b, err := backends.New("codex", backends.Options{Binary: cliBinary(t, "codex"), Env: env, KillGrace: 2 * time.Second,
-		Log:  zerolog.New(zerolog.NewTestWriter(t)),
-		Warm: backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 2}})
-	if err != nil {
-		t.Fatal(err)
+	return backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: zerolog.New(zerolog.NewTestWriter(tb))}
+}
+
+// BenchmarkCodexTurn times a text turn against a fake API that answers at
+// once: on a warm app-server (after a first turn that starts it) and with
+// a fresh `codex exec` each time.
+func BenchmarkCodexTurn(b *testing.B) {
+	bin := os.Getenv("CODEX_BIN")
+	if bin == "" {
+		b.Skip("CODEX_BIN is not set")
 	}
-	t.Cleanup(func() {
-		if c, ok := b.(io.Closer); ok {
-			_ = c.Close()
-		}
-	})
-	return b
+	for _, mode := range []struct {
+		name string
+		warm backends.WarmOptions
+	}{
+		{"app-server-warm", backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 1}},
+		{"exec", backends.WarmOptions{}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			turns := make([]fakeapi.Turn, b.N+1)
+			for i := range turns {
+				turns[i] = fakeapi.Text("ok")
+			}
+			api := fakeapi.NewResponses(turns...)
+			defer api.Close()
+			opts := codexAppOptions(b, api, bin)
+			opts.Log = zerolog.Nop()
+			opts.Warm = mode.warm
+			backend, err := backends.New("codex", opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c, ok := backend.(io.Closer); ok {
+				defer c.Close()
+			}
+			dir := b.TempDir()
+			first, err := backend.Run(context.Background(), codexAppRequest(dir, "start"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				req := codexAppRequest(dir, "again")
+				req.SessionID = first.SessionID
+				if _, err := backend.Run(context.Background(), req, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func codexAppRequest(dir, prompt string) backends.Request {
