@@ -179,6 +179,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		for _, name := range names {
 			checks = append(checks, backendChecks(ctx, cfg, name, name == cfg.Backend)...)
 		}
+		checks = append(checks, capabilityCheck(cfg))
 		if cfg.RootRefusesBypass() {
 			checks = append(checks, check{Name: "agent-cli", Detail: cfg.RootBypassAdvice(),
 				need: "IS_SANDBOX=1 or PERMISSION_MODE=acceptEdits (root)"})
@@ -403,6 +404,34 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 		out = append(out, need(soft(check{Name: "credentials", Detail: fmt.Sprintf("%s needs %s (or AGENT_USE_CLI_LOGIN=true if the CLI is logged in)", name, strings.Join(creds, " or "))}), creds[0]))
 	}
 	return out
+}
+
+// capabilityCheck says what the selected backend supports (its declared
+// backends.Capabilities), and whether AGENT_KEEP_ALIVE turns its warm
+// mode on.
+func capabilityCheck(cfg *config.Config) check {
+	c := check{Name: "features", OK: true}
+	b, err := backends.New(cfg.Backend, backends.Options{})
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	if closer, ok := b.(interface{ Close() error }); ok {
+		defer closer.Close()
+	}
+	caps, ok := backends.CapabilitiesOf(b)
+	if !ok {
+		c.Detail = cfg.Backend + " declares no capabilities"
+		return c
+	}
+	c.Detail = cfg.Backend + ": " + caps.Summary()
+	switch {
+	case caps.Warm != "" && cfg.KeepAlive > 0:
+		c.Detail += fmt.Sprintf("; warm processes are on (AGENT_KEEP_ALIVE=%s)", cfg.KeepAlive)
+	case caps.Warm != "":
+		c.Detail += "; warm processes are off (AGENT_KEEP_ALIVE=0): soft stop, steering and images need them"
+	}
+	return c
 }
 
 // probeVersion runs `cli --version` with the environment every agent CLI
