@@ -271,7 +271,9 @@ type Bot struct {
 	// handshake tells Open about a gateway URL that can never work.
 	handshake *handshakeConn
 
-	intake   Intake
+	intake Intake
+	// mark is applied to every prompt before the intake (SetPromptMark).
+	mark     func(e *queue.Event) (undo func())
 	sessions SessionResetter
 	// stopping is set when intake is closed for shutdown.
 	stopping atomic.Bool

@@ -219,11 +219,13 @@ func (b *Bot) submitMessage(e queue.Event, m discord.Message, log zerolog.Logger
 		return
 	}
 
+	undo := b.markPrompt(&e)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if sub, ok := b.intake.(Submitter); ok {
 		p, err := sub.Submit(e)
 		if err != nil {
+			undo()
 			b.refusedLocked(m, err, log)
 			return
 		}
@@ -234,6 +236,7 @@ func (b *Bot) submitMessage(e queue.Event, m discord.Message, log zerolog.Logger
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			if err != nil {
+				undo()
 				b.refusedLocked(m, err, log)
 				return
 			}
@@ -243,6 +246,7 @@ func (b *Bot) submitMessage(e queue.Event, m discord.Message, log zerolog.Logger
 	}
 	rcpt, err := b.intake.Enqueue(e)
 	if err != nil {
+		undo()
 		b.refusedLocked(m, err, log)
 		return
 	}
@@ -329,7 +333,11 @@ func (b *Bot) keep(e queue.Event, log zerolog.Logger) {
 		go b.notice(promptChannel(e), parseMessage(e.ReplyTo), shuttingDown)
 		return
 	}
+	undo := b.markPrompt(&e)
 	kept, err := k.Keep(e)
+	if err != nil {
+		undo()
+	}
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		return
@@ -742,6 +750,7 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	} else if missing != "" {
 		b.missingThreadPermission(ev.ChannelID, 0, missing)
 	}
+	undo := b.markPrompt(&e)
 	b.mu.Lock()
 	rcpt, err := b.intake.Enqueue(e)
 	if err == nil && b.opts.Elsewhere == nil {
@@ -749,6 +758,7 @@ func (b *Bot) slashPrompt(ev *gateway.InteractionCreateEvent, cmd *discord.Comma
 	}
 	b.mu.Unlock()
 	if err != nil {
+		undo()
 		// The refusal is ephemeral, seen only by whoever ran the command,
 		// so it is always sent: a slash command must be answered.
 		var full *queue.FullError

@@ -227,7 +227,9 @@ func (b *Bot) reactionAnswer(ev *gateway.MessageReactionAddEvent) bool {
 		// restart between queueing it and recording it answered).
 		Key: "reaction:" + ev.MessageID.String(),
 	}
+	undo := b.markPrompt(&e)
 	if _, err := b.intake.Enqueue(e); err != nil {
+		undo()
 		if errors.Is(err, queue.ErrDuplicate) {
 			return true
 		}

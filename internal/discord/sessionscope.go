@@ -42,3 +42,22 @@ func (b *Bot) scopeSession(e *queue.Event) {
 		e.SessionKey = key
 	}
 }
+
+// SetPromptMark has mark applied to every prompt from Discord before it
+// goes to the intake (messages, slash prompts, reaction answers, prompts
+// kept during a shutdown): /plan marks the channel's next prompt this way.
+// The undo mark returns, if not nil, is called when the intake refused the
+// prompt. Set it before Open.
+func (b *Bot) SetPromptMark(mark func(e *queue.Event) (undo func())) {
+	b.mark = mark
+}
+
+// markPrompt applies the prompt mark to e and returns its undo, never nil.
+func (b *Bot) markPrompt(e *queue.Event) (undo func()) {
+	if b.mark != nil {
+		if undo := b.mark(e); undo != nil {
+			return undo
+		}
+	}
+	return func() {}
+}

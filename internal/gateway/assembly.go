@@ -363,6 +363,7 @@ func (g *assembly) buildCore(context.Context) error {
 	g.ctl.register(bot)
 	g.plans = newPlanModes(core.Queue.Enqueue, log.With().Str("component", "plan").Logger())
 	g.plans.register(bot)
+	bot.SetPromptMark(g.plans.mark)
 	if wts != nil {
 		wts.register(bot, func(ch string) bool { _, running, _ := core.Queue.Lane(ch); return running }, g.dopts.UploadLimit)
 	}
@@ -522,7 +523,7 @@ func (g *assembly) connect(ctx context.Context) error {
 	if g.opts.Worker {
 		err = g.bot.Attach(ctx, g.core.Queue, g.core.Sessions)
 	} else {
-		err = g.bot.Open(ctx, g.plans.intake(g.core.Queue), g.core.Sessions)
+		err = g.bot.Open(ctx, g.core.Queue, g.core.Sessions)
 	}
 	g.connected = err == nil
 	return err

@@ -88,27 +88,16 @@ func quoteLines(text string, max int) string {
 	return strings.Join(lines, "\n")
 }
 
-// intake marks the next prompt of an armed channel to run in plan mode on
-// its way into the queue.
-func (p *planModes) intake(in discord.Intake) discord.Intake {
-	if p == nil {
-		return in
+// mark sets a prompt from Discord in an armed channel to run in plan mode
+// (discord.Bot.SetPromptMark); its undo arms the channel again for a
+// prompt the intake refused.
+func (p *planModes) mark(e *queue.Event) (undo func()) {
+	if e.Source != discord.Source || e.Kind != queue.KindMessage || e.PermissionMode != "" || !p.take(e.ChannelID) {
+		return nil
 	}
-	if q, ok := in.(fullIntake); ok {
-		// The queue's own abilities stay visible to the bot: Submit keeps
-		// the intake from waiting on the disk, Keep holds prompts that
-		// arrive during a shutdown.
-		return planQueueIntake{planIntake{Intake: in, plans: p}, q}
-	}
-	return planIntake{Intake: in, plans: p}
-}
-
-// fullIntake is an intake with the optional abilities the bot looks for
-// (queue.Queue).
-type fullIntake interface {
-	discord.Intake
-	discord.Submitter
-	discord.Keeper
+	e.PermissionMode = planModeName
+	channel := e.ChannelID
+	return func() { p.rearm(channel) }
 }
 
 // take disarms channel, reporting whether it was armed.
@@ -125,60 +114,4 @@ func (p *planModes) rearm(channel string) {
 	p.mu.Lock()
 	p.armed[channel] = true
 	p.mu.Unlock()
-}
-
-// planIntake is the bot's intake with /plan's marks applied.
-type planIntake struct {
-	discord.Intake
-	plans *planModes
-}
-
-// Enqueue marks a prompt from Discord in an armed channel to run in plan
-// mode.
-func (i planIntake) Enqueue(e queue.Event) (queue.Receipt, error) {
-	marked := i.mark(&e)
-	rcpt, err := i.Intake.Enqueue(e)
-	if err != nil && marked {
-		i.plans.rearm(e.ChannelID)
-	}
-	return rcpt, err
-}
-
-// mark sets a prompt from Discord in an armed channel to run in plan mode
-// and reports whether it did.
-func (i planIntake) mark(e *queue.Event) bool {
-	if e.Source == discord.Source && e.Kind == queue.KindMessage && e.PermissionMode == "" && i.plans.take(e.ChannelID) {
-		e.PermissionMode = planModeName
-		return true
-	}
-	return false
-}
-
-// planQueueIntake is planIntake over the queue itself.
-type planQueueIntake struct {
-	planIntake
-	q fullIntake
-}
-
-// Submit marks e as Enqueue does and submits it. A prompt the queue
-// refuses after the disk's answer leaves the channel disarmed: its
-// author is told it was not taken, and can /plan again.
-func (i planQueueIntake) Submit(e queue.Event) (*queue.Pending, error) {
-	marked := i.mark(&e)
-	p, err := i.q.Submit(e)
-	if err != nil && marked {
-		i.plans.rearm(e.ChannelID)
-	}
-	return p, err
-}
-
-// Keep marks e as Enqueue does and keeps it for the next start: the
-// mark travels with the event.
-func (i planQueueIntake) Keep(e queue.Event) (queue.Event, error) {
-	marked := i.mark(&e)
-	kept, err := i.q.Keep(e)
-	if err != nil && marked {
-		i.plans.rearm(e.ChannelID)
-	}
-	return kept, err
 }

@@ -9,40 +9,38 @@ import (
 	"github.com/agentgateway/gateway/internal/queue"
 )
 
-// /plan's marks do not hide the queue's abilities from the bot: without
-// Submit every message would wait for the disk before the next is read,
-// and without Keep a prompt sent during a shutdown would be lost.
-func TestPlanIntakeKeepsTheQueuesAbilities(t *testing.T) {
-	q := queue.New(queue.Options{}, nil)
-	in := newPlanModes(q.Enqueue, zerolog.Nop()).intake(q)
-	if _, ok := in.(discord.Submitter); !ok {
-		t.Error("the intake with /plan is not a Submitter")
-	}
-	if _, ok := in.(discord.Keeper); !ok {
-		t.Error("the intake with /plan is not a Keeper")
-	}
-}
-
-// A kept prompt of an armed channel carries the plan mode to the next
-// start.
-func TestPlanMarkTravelsWithAKeptPrompt(t *testing.T) {
-	var journal keptEvents
-	q := queue.New(queue.Options{Journal: &journal}, nil)
-	p := newPlanModes(q.Enqueue, zerolog.Nop())
+// /plan without a prompt marks the channel's next prompt from Discord,
+// once; a prompt the intake refused gives the mark back; other channels,
+// scheduled events and prompts with a mode of their own are left alone.
+func TestPlanMarksTheNextPromptOnce(t *testing.T) {
+	p := newPlanModes(nil, zerolog.Nop())
 	p.rearm("10")
-	kept, err := p.intake(q).(discord.Keeper).Keep(queue.Event{Kind: queue.KindMessage, Source: discord.Source, ChannelID: "10", Text: "plan it"})
-	if err != nil {
-		t.Fatal(err)
+	prompt := func(channel string) queue.Event {
+		return queue.Event{Kind: queue.KindMessage, Source: discord.Source, ChannelID: channel, Text: "plan it"}
 	}
-	if kept.PermissionMode != planModeName || len(journal) != 1 || journal[0].PermissionMode != planModeName {
-		t.Errorf("kept prompt's mode = %q, journalled %+v; want %q", kept.PermissionMode, journal, planModeName)
+
+	other := prompt("11")
+	if p.mark(&other) != nil || other.PermissionMode != "" {
+		t.Errorf("a prompt of another channel was marked: %+v", other)
 	}
-}
+	cron := queue.Event{Kind: queue.KindCron, ChannelID: "10"}
+	if p.mark(&cron) != nil || cron.PermissionMode != "" {
+		t.Errorf("a cron job was marked: %+v", cron)
+	}
 
-// keptEvents is a journal that keeps what it is given.
-type keptEvents []queue.Event
+	first := prompt("10")
+	undo := p.mark(&first)
+	if undo == nil || first.PermissionMode != planModeName {
+		t.Fatalf("the armed channel's prompt = %+v, want it in plan mode", first)
+	}
+	second := prompt("10")
+	if p.mark(&second) != nil || second.PermissionMode != "" {
+		t.Errorf("a second prompt was marked too: %+v", second)
+	}
 
-func (k *keptEvents) Append(e queue.Event) error {
-	*k = append(*k, e)
-	return nil
+	undo() // the first was refused
+	third := prompt("10")
+	if p.mark(&third) == nil || third.PermissionMode != planModeName {
+		t.Errorf("the prompt after a refused one = %+v, want it in plan mode", third)
+	}
 }
