@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,10 +69,16 @@ type acpLaunch struct {
 // acpLauncher prepares the process for req.
 type acpLauncher func(ctx context.Context, req Request) (acpLaunch, error)
 
+// acpEnvAllow names the variables an arbitrary ACP agent may see beyond
+// baseEnv: the credentials and switches of every provider the other
+// adapters pass on, and ACP_* for the agent's own settings.
+var acpEnvAllow = slices.Concat([]string{"ACP_*", "NO_COLOR"},
+	claudeEnvAllow, codexEnvAllow, geminiEnvAllow, opencodeEnvAllow, piEnvAllow)
+
 // NewACP returns the generic ACP adapter: opts.Command is the agent's
 // command line, or else ACP_COMMAND in opts.Env, split like a shell would
-// split words but without one. The agent sees the whole environment but
-// for the gateway's own secrets, and the persona reaches it as the first
+// split words but without one. The agent sees the provider variables (acpEnvAllow),
+// and the persona reaches it as the first
 // block of a new session's first prompt.
 func NewACP(opts Options) *ACP {
 	opts.Env = opts.userEnv(opts.Env)
@@ -90,7 +98,7 @@ func NewACP(opts Options) *ACP {
 		if err != nil {
 			return acpLaunch{}, err
 		}
-		env := FilterEnv(opts.Env, []string{"*"}, []string{ACPCommandEnv})
+		env := FilterEnv(opts.Env, acpEnvAllow, []string{ACPCommandEnv})
 		return acpLaunch{
 			Path: argv[0], Args: argv[1:], Env: env, Persona: persona,
 			Settings: acpSettings(req.WorkDir, argv, env),
@@ -219,6 +227,7 @@ func (a *ACP) start(ctx context.Context, req Request, l acpLaunch) (*acpProc, er
 		conn: acp.NewClientSideConnection(client, p.Stdin(), p.Stdout()),
 		log:  a.opts.Log.With().Str("backend", a.name).Int("pid", p.Pid()).Logger(),
 	}
+	ap.conn.SetLogger(slog.New(slog.DiscardHandler))
 	go func() { // the connection ends when stdout does; the process must go too
 		<-ap.conn.Done()
 		ap.close("the agent closed its output")

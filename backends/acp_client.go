@@ -88,11 +88,7 @@ func acpApproval(r acp.RequestPermissionRequest) Approval {
 	if a.Tool == "" && r.ToolCall.Kind != nil {
 		a.Tool = string(*r.ToolCall.Kind)
 	}
-	if raw := acpRawJSON(r.ToolCall.RawInput); raw != "" {
-		a.Input = json.RawMessage(raw)
-	} else {
-		a.Input = json.RawMessage("{}")
-	}
+	a.Input = acpApprovalInput(r.ToolCall)
 	for _, loc := range r.ToolCall.Locations {
 		if loc.Path != "" {
 			a.BlockedPath = loc.Path
@@ -105,6 +101,34 @@ func acpApproval(r acp.RequestPermissionRequest) Approval {
 		}
 	}
 	return a
+}
+
+// acpApprovalInput is the tool's input as the agent sent it, or, from an
+// agent that sends only the change (gemini 0.61.0 gives a write's diff and
+// no rawInput), the diffs' paths and new text.
+func acpApprovalInput(tc acp.ToolCallUpdate) json.RawMessage {
+	if raw := acpRawJSON(tc.RawInput); raw != "" && raw != "null" {
+		return json.RawMessage(raw)
+	}
+	type change struct {
+		Path    string `json:"file_path"`
+		Content string `json:"content"`
+	}
+	var changes []change
+	for _, c := range tc.Content {
+		if c.Diff != nil {
+			changes = append(changes, change{Path: c.Diff.Path, Content: c.Diff.NewText})
+		}
+	}
+	switch len(changes) {
+	case 0:
+		return json.RawMessage("{}")
+	case 1:
+		b, _ := json.Marshal(changes[0])
+		return b
+	}
+	b, _ := json.Marshal(map[string]any{"changes": changes})
+	return b
 }
 
 // acpOutcome picks the option that says what v says: allow for the

@@ -159,6 +159,9 @@ func (m *acpMapper) Result(resp acp.PromptResponse) Result {
 		ContextWindow:  m.contextSize,
 		Turns:          1,
 	}
+	if u, ok := acpMetaUsage(resp.Meta); ok && resp.Usage == nil {
+		res.Usage = u
+	}
 	if u := resp.Usage; u != nil {
 		res.Usage = Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}
 		if u.CachedReadTokens != nil {
@@ -193,4 +196,19 @@ func acpRawJSON(raw any) string {
 		return ""
 	}
 	return string(b)
+}
+
+// acpMetaUsage reads the token counts gemini 0.61.0 sends in the prompt
+// response's _meta.quota.token_count instead of the usage field.
+func acpMetaUsage(meta map[string]any) (Usage, bool) {
+	quota, _ := meta["quota"].(map[string]any)
+	count, _ := quota["token_count"].(map[string]any)
+	if count == nil {
+		return Usage{}, false
+	}
+	num := func(k string) int64 {
+		f, _ := count[k].(float64)
+		return int64(f)
+	}
+	return Usage{InputTokens: num("input_tokens"), OutputTokens: num("output_tokens")}, true
 }
