@@ -177,7 +177,7 @@ func acpScenarios() []acpScenario {
 			writeTool: "write_file", writeInput: geminiWriteInput, approveIn: "default", images: true},
 		{name: "opencode", start: newACPOpencode, writeTool: "write",
 			writeInput: func(path string) any { return map[string]any{"filePath": path, "content": "hello\n"} },
-			approveIn: "default", images: true, loads: true},
+			approveIn:  "default", images: true, loads: true},
 	}
 }
 
