@@ -84,6 +84,48 @@ type piRPCProc struct {
 	closed   sync.Once
 	writeMu  sync.Mutex // serialises writes to stdin
 	turns    int
+
+	steerMu sync.Mutex // guards steerable and steers
+	// steerable is set while the running turn can take a steered message
+	// (piRPCTurn.Steerable, and no stop under way).
+	steerable bool
+	// steers are the Steer calls waiting for pi's answer to their steer
+	// command, by command id; closed unanswered when the turn ends.
+	steers map[string]chan piRPCLine
+}
+
+// steerAnswered hands pi's answer to a steer command to its Steer call,
+// and reports whether l was one.
+func (pp *piRPCProc) steerAnswered(l piRPCLine) bool {
+	pp.steerMu.Lock()
+	defer pp.steerMu.Unlock()
+	ch, ok := pp.steers[l.ID]
+	if ok {
+		ch <- l
+		delete(pp.steers, l.ID)
+	}
+	return ok
+}
+
+// endSteering refuses further steered messages and releases the Steer
+// calls still waiting (they fail); it returns how many there were.
+func (pp *piRPCProc) endSteering() int {
+	pp.steerMu.Lock()
+	defer pp.steerMu.Unlock()
+	pp.steerable = false
+	n := len(pp.steers)
+	for id, ch := range pp.steers {
+		close(ch)
+		delete(pp.steers, id)
+	}
+	return n
+}
+
+// setSteerable says whether Steer may write into the running turn.
+func (pp *piRPCProc) setSteerable(on bool) {
+	pp.steerMu.Lock()
+	pp.steerable = on
+	pp.steerMu.Unlock()
 }
 
 func (pp *piRPCProc) warmKey() string      { return pp.key }
@@ -396,6 +438,8 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 		return piRPCOutcome{err: errPiRPCGone, retry: true}
 	}
 
+	defer func() { _ = pp.endSteering() }()
+
 	hang := r.opts.Warm.HangTimeout
 	var hangTimer clockwork.Timer
 	var hangC <-chan time.Time
@@ -438,6 +482,7 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 			}
 		case <-done:
 			done = nil
+			pp.setSteerable(false)
 			t.abortID = pp.nextID("abort")
 			if err := pp.write(piRPCCommand(t.abortID, "abort")); err != nil {
 				pp.log.Debug().Err(err).Msg("could not send the abort")
@@ -496,6 +541,7 @@ func (t *piRPCRun) line(ctx context.Context, line []byte) (out piRPCOutcome, ove
 			}
 			t.emit(ev)
 		}
+		t.pp.setSteerable(t.turn.Steerable() && t.abortID == "")
 		if t.turn.AgentEnded() && t.stateID == "" {
 			t.settle()
 		}
@@ -542,12 +588,36 @@ func (t *piRPCRun) response(ctx context.Context, l piRPCLine) (piRPCOutcome, boo
 		if st.SessionID != "" {
 			t.pp.session = st.SessionID
 		}
-		return t.finished(ctx), true
+		refused := t.pp.endSteering()
+		out := t.finished(ctx)
+		if queued := max(t.turn.Queued(), st.PendingMsgs); queued > 0 {
+			t.leftover(&out, queued, refused > 0)
+		}
+		return out, true
 	case t.abortID:
 		// pi answers abort once the agent is idle; the agent_end before
 		// it settles the turn.
+	default:
+		t.pp.steerAnswered(l)
 	}
 	return piRPCOutcome{}, false
+}
+
+// leftover handles steered messages pi still holds when the run ended (one
+// steered in the moment between pi's last look at its queue and the run's
+// end, or the run failed or was stopped first). pi would inject them at
+// the start of the process's next prompt. After a failed or stopped turn,
+// or when a Steer call was told the turn had ended, the gateway runs such
+// a message as a prompt of its own, so the process is not kept, or the
+// model would get it twice; otherwise the gateway counts it answered, so
+// the process is kept and pi answers it with the next prompt.
+func (t *piRPCRun) leftover(out *piRPCOutcome, queued int, refused bool) {
+	if out.err != nil || refused {
+		out.reusable = false
+		t.pp.log.Info().Int("queued", queued).Msg("pi still held steered messages when the turn failed or was stopped; its process is not kept")
+		return
+	}
+	t.pp.log.Warn().Int("queued", queued).Msg("pi still held steered messages when the turn ended; pi takes them with the conversation's next prompt")
 }
 
 // finished reports a turn that pi has finished with.
@@ -655,6 +725,52 @@ func (r *piRPC) clock() clockwork.Clock {
 		return r.opts.Warm.Clock
 	}
 	return clockwork.NewRealClock()
+}
+
+// Steer writes text into the running turn of key's pi process with pi's
+// steer command: pi takes it after the model's current step, before its
+// next call, and answers it in the same run; the turn's reply then holds
+// both answers. It fails with ErrCannotSteer when no turn runs for key on
+// a warm process, or pi has given its last answer already (it would not
+// look at the message before the run ends).
+func (p *Pi) Steer(key, text string) error {
+	if p.rpc == nil {
+		return ErrCannotSteer
+	}
+	pp, ok := p.rpc.pool.busy(key)
+	if !ok {
+		return ErrCannotSteer
+	}
+	pp.steerMu.Lock()
+	if !pp.steerable {
+		pp.steerMu.Unlock()
+		return ErrCannotSteer
+	}
+	id := pp.nextID("steer")
+	answer := make(chan piRPCLine, 1)
+	if pp.steers == nil {
+		pp.steers = map[string]chan piRPCLine{}
+	}
+	pp.steers[id] = answer
+	err := pp.write(piRPCSteer(id, text))
+	if err != nil {
+		delete(pp.steers, id)
+	}
+	pp.steerMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotSteer, err)
+	}
+	// pi answers once the message is in its queue; the turn's loop,
+	// which reads pi's output, hands the answer over.
+	l, ok := <-answer
+	if !ok {
+		return fmt.Errorf("%w: the turn ended", ErrCannotSteer)
+	}
+	if !l.Success {
+		return fmt.Errorf("%w: %s", ErrCannotSteer, l.Error)
+	}
+	pp.log.Debug().Int("bytes", len(text)).Msg("message written into the running turn")
+	return nil
 }
 
 // Close stops every warm pi process. Turns running now finish on theirs,

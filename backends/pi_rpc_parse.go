@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // pi's RPC mode (`pi --mode rpc`, docs/rpc.md of the package) reads JSON
@@ -168,6 +169,12 @@ func piRPCPrompt(id, message string, images []Image) []byte {
 	return piRPCMarshal(cmd)
 }
 
+// piRPCSteer is the steer command: text for pi to take into the running
+// prompt before its next model call.
+func piRPCSteer(id, text string) []byte {
+	return piRPCMarshal(map[string]any{"id": id, "type": "steer", "message": text})
+}
+
 // piRPCDialogCancel dismisses an extension's dialog: the gateway has no
 // way to show it to anyone.
 func piRPCDialogCancel(id string) []byte {
@@ -197,6 +204,20 @@ type piRPCTurn struct {
 	compacted bool
 	// compacting is set between compaction_start and compaction_end.
 	compacting bool
+
+	// userMessages counts the user messages pi took into the run: the
+	// prompt, then each steered message it injected.
+	userMessages int
+	// answers are the final answers (assistant messages that ended the
+	// model's turn) given before a steered message was injected; the
+	// turn's text joins them with the last.
+	answers []string
+	// steerable is set while pi will still look at its steering queue in
+	// this run: from agent_start until a final assistant message ends.
+	steerable bool
+	// queued is how many steered messages pi holds and has not injected
+	// (its last queue_update).
+	queued int
 }
 
 // newPiRPCTurn starts a turn of the session sessionID; the first events
@@ -217,6 +238,19 @@ func (t *piRPCTurn) Start(sessionID string) []Event {
 // returned slice is reused by the next call.
 func (t *piRPCTurn) Event(l piRPCLine, line []byte) ([]Event, error) {
 	switch l.Type {
+	case "agent_start":
+		t.steerable = true
+	case "agent_end":
+		t.steerable = false
+	case "queue_update":
+		var q struct {
+			Steering []json.RawMessage `json:"steering"`
+		}
+		if unmarshalLenient(line, &q) == nil {
+			t.queued = len(q.Steering)
+		}
+	case "message_start", "message_end":
+		t.message(l.Type, line)
 	case "compaction_start":
 		t.compacting = true
 	case "compaction_end":
@@ -232,6 +266,45 @@ func (t *piRPCTurn) Event(l piRPCLine, line []byte) ([]Event, error) {
 	return t.parser.Parse(line)
 }
 
+// message follows the user and assistant messages of the run: a user
+// message after the prompt is a steered one pi injected, and an assistant
+// message that did not stop for tools ends the model's answer (pi looks
+// at its steering queue once more after it, then ends the run).
+func (t *piRPCTurn) message(typ string, line []byte) {
+	var m struct {
+		Message *piMessage `json:"message"`
+	}
+	if unmarshalLenient(line, &m) != nil || m.Message == nil {
+		return
+	}
+	switch {
+	case typ == "message_start" && m.Message.Role == "user":
+		t.userMessages++
+		if t.userMessages > 1 {
+			// pi goes on with another model call, and looks at its
+			// queue again after it.
+			t.steerable = true
+			if last := t.parser.last; last != nil && last.StopReason != "toolUse" {
+				if text := piText(last.Content); text != "" {
+					t.answers = append(t.answers, text)
+				}
+			}
+		}
+	case typ == "message_end" && m.Message.Role == "assistant" && m.Message.StopReason != "toolUse":
+		t.steerable = false
+	case typ == "message_end" && m.Message.Role == "assistant":
+		t.steerable = true
+	}
+}
+
+// Steerable reports whether a message steered now would still be taken
+// into this run: pi checks its steering queue after each model turn, so
+// until the answer's last message has ended.
+func (t *piRPCTurn) Steerable() bool { return t.steerable }
+
+// Queued is how many steered messages pi still holds uninjected.
+func (t *piRPCTurn) Queued() int { return t.queued }
+
 // AgentEnded reports whether the last agent event ended the agent's run
 // with no retry started since.
 func (t *piRPCTurn) AgentEnded() bool { return t.parser.ended && !t.parser.retrying }
@@ -246,6 +319,15 @@ func (t *piRPCTurn) Settled(s piRPCState) bool {
 func (t *piRPCTurn) Result() (Result, error) {
 	res, err := t.parser.Result()
 	res.Compacted = t.compacted
+	if len(t.answers) > 0 {
+		// Steered messages were answered after the prompt's answer: the
+		// reply holds every answer, as the card streamed them.
+		texts := append([]string(nil), t.answers...)
+		if res.Text != "" {
+			texts = append(texts, res.Text)
+		}
+		res.Text = strings.Join(texts, "\n\n")
+	}
 	return res, err
 }
 

@@ -308,3 +308,59 @@ func FuzzParsePiRPC(f *testing.F) {
 		_, _ = turn.Result()
 	})
 }
+
+// TestPiRPCSteeredRun: a message steered into the run after the prompt's
+// answer is injected as a user message and answered; the reply holds both
+// answers, and the run is steerable until its last answer ends.
+func TestPiRPCSteeredRun(t *testing.T) {
+	t.Parallel()
+	turn := newPiRPCTurn()
+	steerable := []bool{}
+	for _, s := range []string{
+		`{"type":"agent_start"}`,
+		`{"type":"message_start","message":{"role":"user","content":[{"type":"text","text":"P"}]}}`,
+		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"toolCall","id":"t1","name":"read"}],"stopReason":"toolUse"}}`,
+		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"A"}],"stopReason":"stop"}}`,
+		`{"type":"queue_update","steering":["X"],"followUp":[]}`,
+		`{"type":"message_start","message":{"role":"user","content":[{"type":"text","text":"X"}]}}`,
+		`{"type":"queue_update","steering":[],"followUp":[]}`,
+		`{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"B"}],"stopReason":"stop"}}`,
+		`{"type":"agent_end","messages":[{"role":"assistant","content":[{"type":"text","text":"B"}],"stopReason":"stop"}]}`,
+	} {
+		l, err := parsePiRPC([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := turn.Event(l, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		steerable = append(steerable, turn.Steerable())
+	}
+	if diff := cmp.Diff([]bool{true, true, true, false, false, true, true, false, false}, steerable); diff != "" {
+		t.Errorf("steerable after each line (-want +got):\n%s", diff)
+	}
+	res, err := turn.Result()
+	if err != nil || res.Text != "A\n\nB" {
+		t.Errorf("result = %q, %v; want both answers", res.Text, err)
+	}
+	if turn.Queued() != 0 {
+		t.Errorf("queued = %d, want 0", turn.Queued())
+	}
+	if c := string(piRPCSteer("gw-9", "X")); c != `{"id":"gw-9","message":"X","type":"steer"}`+"\n" {
+		t.Errorf("steer command = %s", c)
+	}
+}
+
+func TestPiRPCReplaySteer(t *testing.T) {
+	t.Parallel()
+	turns, states, _ := piRPCReplay(t, "steer.jsonl")
+	if len(turns) != 1 {
+		t.Fatalf("turns = %d, want 1", len(turns))
+	}
+	if r := turns[0].res; turns[0].err != nil || r.Text != "First.\n\nSecond." || r.Turns != 2 {
+		t.Errorf("steered turn = %+v, %v; want both answers", r, turns[0].err)
+	}
+	if len(states) != 1 || states[0].PendingMsgs != 0 || states[0].Streaming {
+		t.Errorf("state after the run = %+v", states)
+	}
+}

@@ -27,6 +27,7 @@ import (
 //	hang_once the first prompt gets agent_start and nothing more
 //	dialog    an extension's confirm dialog before the answer; the reply is recorded
 //	refuse    the prompt is refused (no API key)
+//	steer     a prompt waits; a steer command is taken in and answered
 //
 // Every start appends its arguments (one line, NUL-separated) to "args";
 // every command it reads goes to "stdin".
@@ -60,7 +61,7 @@ while IFS= read -r line; do
     echo '{"type":"agent_start"}'
     echo '{"type":"turn_start"}'
     case "$mode" in
-    hang|deaf) continue ;;
+    hang|deaf|steer) continue ;;
     hang_once)
       if [ ! -e "$d/hung" ]; then touch "$d/hung"; continue; fi ;;
     dialog)
@@ -73,6 +74,12 @@ while IFS= read -r line; do
     echo '{"type":"message_update","assistantMessageEvent":{"type":"text_start","contentIndex":0}}'
     echo "{\"type\":\"message_update\",\"assistantMessageEvent\":{\"type\":\"text_delta\",\"contentIndex\":0,\"delta\":\"answer $n\"}}"
     msg="{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"answer $n\"}],\"usage\":{\"input\":100,\"output\":10,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.00045}},\"stopReason\":\"stop\"}"
+    echo "{\"type\":\"message_end\",\"message\":$msg}"
+    echo "{\"type\":\"agent_end\",\"messages\":[$msg]}" ;;
+  *'"type":"steer"'*)
+    ans "$id" steer ""
+    echo '{"type":"message_start","message":{"role":"user","content":[{"type":"text","text":"steered"}]}}'
+    msg='{"role":"assistant","content":[{"type":"text","text":"steered answer"}],"stopReason":"stop"}'
     echo "{\"type\":\"message_end\",\"message\":$msg}"
     echo "{\"type\":\"agent_end\",\"messages\":[$msg]}" ;;
   *'"type":"abort"'*)
@@ -407,5 +414,35 @@ func TestPiRPCRefusedPrompt(t *testing.T) {
 	}
 	if w := p.Warm(); w.Processes != 0 {
 		t.Errorf("Warm() = %+v: a process refusing prompts was kept", w)
+	}
+}
+
+func TestPiRPCSteer(t *testing.T) {
+	t.Parallel()
+	fake := newPiRPCFake(t)
+	fake.setMode(t, "steer")
+	p := newTestPiRPC(t, fake.bin, WarmOptions{})
+	if err := p.Steer("chan-1", "more"); !errors.Is(err, ErrCannotSteer) {
+		t.Errorf("Steer with no turn running = %v, want ErrCannotSteer", err)
+	}
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := p.Run(context.Background(), piRPCRequest(t.TempDir(), ""), nil)
+		done <- outcome{res, err}
+	}()
+	waitFor(t, 10*time.Second, "a steerable turn", func() bool { return p.Steer("chan-1", "more") == nil })
+	out := <-done
+	if out.err != nil || out.res.Text != "steered answer" {
+		t.Fatalf("turn = %+v, %v", out.res, out.err)
+	}
+	if !strings.Contains(fake.file("stdin"), `"message":"more","type":"steer"`) {
+		t.Errorf("no steer command:\n%s", fake.file("stdin"))
+	}
+	if err := p.Steer("chan-1", "late"); !errors.Is(err, ErrCannotSteer) {
+		t.Errorf("Steer after the turn = %v, want ErrCannotSteer", err)
 	}
 }

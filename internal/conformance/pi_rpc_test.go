@@ -477,3 +477,52 @@ func BenchmarkConformancePiTurn(b *testing.B) {
 		})
 	}
 }
+
+// A message steered into a running turn (STEER=steer) reaches the model in
+// the same run, after the answer it was written during.
+func TestConformancePiRPCSteer(t *testing.T) {
+	gate := make(chan struct{})
+	api := fakeapi.StartAnthropic(t, fakeapi.Turn{Text: "First.", Gate: gate}, fakeapi.Text("Second."))
+	b := piRPCBackend(t, piRPCHome(t, api))
+	type outcome struct {
+		res backends.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := b.Run(context.Background(), piRPCReq(t.TempDir(), "Start.", ""), nil)
+		done <- outcome{res, err}
+	}()
+	waitMain(t, api, 1)
+	steerer := b.(interface{ Steer(key, text string) error })
+	if err := steerer.Steer("chan-1", "Also this."); err != nil {
+		t.Fatalf("Steer: %v", err)
+	}
+	close(gate)
+	out := <-done
+	if out.err != nil || out.res.Text != "First.\n\nSecond." {
+		t.Fatalf("turn = %q, %v; want both answers\n%s", out.res.Text, out.err, api.Summary())
+	}
+	main := api.MainRequests()
+	if len(main) != 2 || main[1].Prompt() != "Also this." {
+		t.Errorf("second request's prompt = %q, want the steered message\n%s", main[len(main)-1].Prompt(), api.Summary())
+	}
+}
+
+// A steer command while the model answers.
+func TestConformancePiRPCRawSteer(t *testing.T) {
+	gate := make(chan struct{})
+	api := fakeapi.StartAnthropic(t, fakeapi.Turn{Text: "First.", Gate: gate}, fakeapi.Text("Second."))
+	home := piRPCHome(t, api)
+	r := startPiRPCRaw(t, home, t.TempDir())
+	r.send(`{"id":"gw-1","type":"prompt","message":"Start."}`)
+	waitMain(t, api, 1)
+	r.send(`{"id":"gw-2","type":"steer","message":"Also this."}`)
+	r.until("response", "steer")
+	close(gate)
+	r.until("agent_end", "")
+	r.send(`{"id":"gw-3","type":"get_state"}`)
+	r.until("response", "get_state")
+	r.record("steer")
+	t.Logf("%s", api.Summary())
+}
