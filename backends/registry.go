@@ -35,8 +35,10 @@ type Options struct {
 	// (ACP_COMMAND, split into words); empty means ACP_COMMAND in Env.
 	// Other backends ignore it.
 	Command []string
-	// Warm configures claude's interactive processes; the zero value keeps
-	// none warm. Other CLIs ignore it.
+	// Warm configures the adapters' long-running modes (claude's
+	// stream-json, codex's app-server, ACP, pi's RPC mode) and the warm
+	// pool that keeps their processes; the zero value keeps none warm.
+	// Capabilities.Warm says which mode an adapter has.
 	Warm WarmOptions
 }
 
