@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -185,9 +186,10 @@ type acpProc struct {
 	log           zerolog.Logger
 	closeOnce     sync.Once
 
-	// session is the session the process has open; only the turn that
-	// holds the process writes it.
-	session string
+	// session is the session the process has open and model the model
+	// the agent said it uses (gemini does, in session/new); only the turn
+	// that holds the process writes them.
+	session, model string
 }
 
 func (p *acpProc) warmKey() string      { return p.key }
@@ -382,6 +384,9 @@ func (a *ACP) openSession(ctx context.Context, p *acpProc, req Request) (fresh b
 		return false, a.failure(ctx, p, "session/new", err)
 	}
 	p.session = string(resp.SessionId)
+	if resp.Models != nil {
+		p.model = string(resp.Models.CurrentModelId)
+	}
 	return true, nil
 }
 
@@ -414,74 +419,137 @@ func (a *ACP) turn(ctx context.Context, p *acpProc, req Request, persona string,
 	t := newACPTurn(p.session, req.Approve)
 	p.client.route(p.session, t)
 	defer p.client.route(p.session, nil)
-	emit(Event{Kind: EventInit, SessionID: p.session, Model: req.Model})
+	t.mapper.model = cmp.Or(p.model, req.Model)
+	emit(Event{Kind: EventInit, SessionID: p.session, Model: t.mapper.model})
 
-	type answer struct {
-		resp acp.PromptResponse
-		err  error
-	}
-	done := make(chan answer, 1)
+	done := make(chan acpAnswer, 1)
 	go func() {
 		resp, err := p.conn.Prompt(context.WithoutCancel(ctx), acp.PromptRequest{
 			SessionId: acp.SessionId(p.session),
 			Prompt:    promptBlocks(req, persona, fresh, p.caps.PromptCapabilities),
 		})
-		done <- answer{resp, err}
+		done <- acpAnswer{resp, err}
 	}()
+	w := &acpWait{a: a, p: p, t: t, ctx: ctx, emit: emit, clock: a.clock()}
+	return w.wait(done)
+}
 
-	clock := a.clock()
-	var (
-		stopped   <-chan struct{} = ctx.Done()
-		interrupt <-chan time.Time
-		hang      <-chan time.Time
-		hangTimer clockwork.Timer
-	)
-	if a.opts.Warm.HangTimeout > 0 {
-		hangTimer = clock.NewTimer(a.opts.Warm.HangTimeout)
-		defer hangTimer.Stop()
-		hang = hangTimer.Chan()
+// acpAnswer is the agent's answer to session/prompt.
+type acpAnswer struct {
+	resp acp.PromptResponse
+	err  error
+}
+
+// acpWait follows a running prompt until it is answered, stopped, hangs or
+// its agent goes.
+type acpWait struct {
+	a     *ACP
+	p     *acpProc
+	t     *acpTurn
+	ctx   context.Context
+	emit  func(Event)
+	clock clockwork.Clock
+
+	// lastActivity is when the agent last sent an update, for
+	// HangTimeout.
+	lastActivity time.Time
+	// cancelWait fires InterruptWait after session/cancel was sent.
+	cancelWait <-chan time.Time
+	// hangTimer fires HangTimeout after the last update; nil without one.
+	hangTimer clockwork.Timer
+}
+
+func (w *acpWait) wait(done <-chan acpAnswer) (Result, bool, error) {
+	stopped := w.ctx.Done()
+	var hang <-chan time.Time
+	w.lastActivity = w.clock.Now()
+	if d := w.a.opts.Warm.HangTimeout; d > 0 {
+		w.hangTimer = w.clock.NewTimer(d)
+		defer w.hangTimer.Stop()
+		hang = w.hangTimer.Chan()
 	}
 	for {
 		select {
-		case u := <-t.updates:
-			t.emit(u, emit)
-			if hangTimer != nil {
-				hangTimer.Reset(a.opts.Warm.HangTimeout)
-			}
+		case u := <-w.t.updates:
+			w.t.emit(u, w.emit)
+			w.lastActivity = w.clock.Now()
 		case ans := <-done:
-			t.drain(emit)
-			return a.finish(ctx, p, t, ans.resp, ans.err)
+			w.t.drain(w.emit)
+			return w.a.finish(w.ctx, w.p, w.t, ans.resp, ans.err)
+		case <-w.t.interrupt:
+			w.t.interrupted = true
+			w.cancel()
 		case <-stopped:
 			stopped = nil
-			t.endApprovals()
-			if err := p.conn.Cancel(context.WithoutCancel(ctx), acp.CancelNotification{SessionId: acp.SessionId(p.session)}); err != nil {
-				p.log.Debug().Err(err).Msg("session/cancel failed")
-			}
-			interrupt = clock.After(a.interruptWait())
-		case <-interrupt:
-			p.close("did not answer session/cancel in time")
-			return t.mapper.Result(acp.PromptResponse{}), false, a.contextError(ctx, errors.New("the agent did not answer session/cancel"))
+			w.t.endApprovals()
+			w.cancel()
+		case <-w.cancelWait:
+			return w.deaf()
 		case <-hang:
-			if t.pending() > 0 {
-				hangTimer.Reset(a.opts.Warm.HangTimeout)
-				continue
+			if e := w.hung(); e != nil {
+				return w.t.mapper.Result(acp.PromptResponse{}), false, e
 			}
-			p.close("hung")
-			return t.mapper.Result(acp.PromptResponse{}), false, &Error{
-				Kind: KindCrashed, Message: fmt.Sprintf("%s agent sent nothing for %s and was stopped", a.name, a.opts.Warm.HangTimeout),
-				Stderr: p.p.StderrTail(), ModelOutput: t.output,
-			}
-		case <-p.conn.Done():
-			t.drain(emit)
-			res := t.mapper.Result(acp.PromptResponse{})
-			if ce := a.contextError(ctx, nil); ce != nil {
-				return res, false, ce
-			}
-			e := a.failure(ctx, p, "the turn", errors.New("the agent exited"))
-			e.ModelOutput = t.output
-			return res, false, e
+		case <-w.p.conn.Done():
+			return w.gone()
 		}
 	}
+}
+
+// cancel sends session/cancel; the agent has InterruptWait to answer the
+// prompt before its process is killed.
+func (w *acpWait) cancel() {
+	if err := w.p.conn.Cancel(context.WithoutCancel(w.ctx), acp.CancelNotification{SessionId: acp.SessionId(w.p.session)}); err != nil {
+		w.p.log.Debug().Err(err).Msg("session/cancel failed")
+	}
+	if w.cancelWait == nil {
+		w.cancelWait = w.clock.After(w.a.interruptWait())
+	}
+}
+
+// deaf ends a turn whose agent did not answer session/cancel in time: its
+// process is killed.
+func (w *acpWait) deaf() (Result, bool, error) {
+	w.p.close("did not answer session/cancel in time")
+	res := w.t.mapper.Result(acp.PromptResponse{})
+	cause := errors.New("the agent did not answer session/cancel")
+	if ce := w.a.contextError(w.ctx, cause); ce != nil {
+		return res, false, ce
+	}
+	return res, false, &Error{Kind: KindCanceled, Message: w.a.name + " agent did not stop after a denial", Err: cause}
+}
+
+// hung kills the agent and says why when it has been silent for
+// HangTimeout while no approval was open and no tool call ran; nil when it
+// has not. A timer that fired for an older silence is set again for the
+// rest of the current one.
+func (w *acpWait) hung() *Error {
+	limit := w.a.opts.Warm.HangTimeout
+	silent := w.clock.Since(w.lastActivity)
+	if silent < limit {
+		w.hangTimer.Reset(limit - silent)
+		return nil
+	}
+	if w.t.pending() > 0 || w.t.mapper.running() > 0 {
+		w.hangTimer.Reset(limit)
+		return nil
+	}
+	w.p.close("hung")
+	return &Error{
+		Kind: KindCrashed, Message: fmt.Sprintf("%s agent sent nothing for %s and was stopped", w.a.name, limit),
+		Stderr: w.p.p.StderrTail(), ModelOutput: w.t.output,
+	}
+}
+
+// gone ends a turn whose agent exited or closed its output.
+func (w *acpWait) gone() (Result, bool, error) {
+	w.t.drain(w.emit)
+	res := w.t.mapper.Result(acp.PromptResponse{})
+	if ce := w.a.contextError(w.ctx, nil); ce != nil {
+		return res, false, ce
+	}
+	e := w.a.failure(w.ctx, w.p, "the turn", errors.New("the agent exited"))
+	e.ModelOutput = w.t.output
+	return res, false, e
 }
 
 // finish turns the prompt's answer into the turn's outcome.
@@ -491,6 +559,11 @@ func (a *ACP) finish(ctx context.Context, p *acpProc, t *acpTurn, resp acp.Promp
 		e := a.failure(ctx, p, "session/prompt", err)
 		e.ModelOutput = t.output
 		return res, !p.exited(), e
+	}
+	if resp.StopReason == acp.StopReasonCancelled && t.interrupted && ctx.Err() == nil {
+		// A denial ended the turn (Verdict.Interrupt): what the agent said
+		// so far is the answer.
+		return res, true, nil
 	}
 	if resp.StopReason == acp.StopReasonCancelled || ctx.Err() != nil {
 		if ce := a.contextError(ctx, nil); ce != nil {

@@ -76,6 +76,13 @@ func (c *acpClient) RequestPermission(ctx context.Context, r acp.RequestPermissi
 	if actx.Err() != nil {
 		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
 	}
+	if !v.Allow && v.Interrupt {
+		// The turn ends with the denial: the turn sends session/cancel.
+		select {
+		case t.interrupt <- struct{}{}:
+		default:
+		}
+	}
 	return acp.RequestPermissionResponse{Outcome: acpOutcome(r.Options, v)}, nil
 }
 
@@ -214,13 +221,18 @@ type acpTurn struct {
 	stopApprovals context.CancelFunc
 	waiting       atomic.Int32 // approvals pending
 	output        bool         // the agent sent text or a tool call
+	// interrupt asks the turn to end after a denial that says so
+	// (Verdict.Interrupt); interrupted is set, by the turn's goroutine,
+	// once it sent session/cancel for it.
+	interrupt   chan struct{}
+	interrupted bool
 }
 
 func newACPTurn(session string, approve ApproveFunc) *acpTurn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &acpTurn{
 		mapper: newACPMapper(session), approve: approve,
-		updates: make(chan acp.SessionUpdate, 16), done: make(chan struct{}),
+		updates: make(chan acp.SessionUpdate, 16), done: make(chan struct{}), interrupt: make(chan struct{}, 1),
 		approvalsCtx: ctx, stopApprovals: cancel,
 	}
 }

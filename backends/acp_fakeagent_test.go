@@ -14,6 +14,7 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 )
 
@@ -26,6 +27,9 @@ import (
 //	hello   two message chunks, usage
 //	tool    a tool call with a title, completed, then text
 //	write   a permission request; says which option was chosen
+//	writestop  a permission request, then goes on until cancelled
+//	silent  sends nothing until cancelled
+//	slowtool  a tool call that runs until cancelled
 //	plan    a plan update
 //	hang    waits for session/cancel, then stops with "cancelled"
 //	deaf    ignores session/cancel
@@ -145,6 +149,24 @@ func (a *fakeACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 		default:
 			say("cancelled")
 		}
+	case "writestop":
+		resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+			SessionId: p.SessionId,
+			ToolCall:  acp.ToolCallUpdate{ToolCallId: "call-s", Title: acp.Ptr("rm -rf build")},
+			Options:   []acp.PermissionOption{{OptionId: "ok", Kind: acp.PermissionOptionKindAllowOnce}, {OptionId: "no", Kind: acp.PermissionOptionKindRejectOnce}},
+		})
+		if err == nil && resp.Outcome.Selected != nil {
+			say("chose " + string(resp.Outcome.Selected.OptionId))
+		}
+		<-ctx.Done() // goes on until cancelled
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case "silent":
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	case "slowtool":
+		update(acp.StartToolCall("call-slow", "make test", acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusInProgress)))
+		<-ctx.Done()
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	case "plan":
 		update(acp.UpdatePlan(acp.PlanEntry{Content: "look", Status: acp.PlanEntryStatusCompleted}, acp.PlanEntry{Content: "fix", Status: acp.PlanEntryStatusPending}))
 		say("planned")
@@ -191,6 +213,11 @@ func (a *fakeACPAgent) SetSessionMode(context.Context, acp.SetSessionModeRequest
 // kept for a minute.
 func newFakeACP(t *testing.T, env ...string) (*fakeACP, string) {
 	t.Helper()
+	return newFakeACPWarm(t, WarmOptions{Interactive: true, KeepAlive: time.Minute, MaxProcesses: 4, InterruptWait: 2 * time.Second}, env...)
+}
+
+func newFakeACPWarm(t *testing.T, warm WarmOptions, env ...string) (*fakeACP, string) {
+	t.Helper()
 	dir := t.TempDir()
 	self, err := os.Executable()
 	if err != nil {
@@ -202,7 +229,7 @@ func newFakeACP(t *testing.T, env ...string) (*fakeACP, string) {
 		Env:       env,
 		KillGrace: 2 * time.Second,
 		Log:       zerolog.New(zerolog.NewTestWriter(t)),
-		Warm:      WarmOptions{Interactive: true, KeepAlive: time.Minute, MaxProcesses: 4, InterruptWait: 2 * time.Second},
+		Warm:      warm,
 	})
 	t.Cleanup(func() { _ = a.Close() })
 	return &fakeACP{ACP: a, work: t.TempDir()}, dir
@@ -462,5 +489,71 @@ func TestACPEnvKeepsSecretsOut(t *testing.T) {
 	got := strings.Join(env, " ")
 	if got != "ANTHROPIC_API_KEY=k ACP_MODE=m PATH=/bin" {
 		t.Errorf("env = %q", got)
+	}
+}
+
+func TestACPDenialThatStopsTheTurn(t *testing.T) {
+	a, _ := newFakeACP(t)
+	deny := func(context.Context, Approval) Verdict { return Verdict{Interrupt: true, Message: "no"} }
+	r := runFakeACP(t, a, context.Background(), Request{Prompt: "writestop", Approve: deny})
+	// The agent sees the rejection or the session/cancel that follows it,
+	// whichever comes first; either way the turn ends.
+	if r.err != nil || (r.res.Text != "chose no" && r.res.Text != "") {
+		t.Fatalf("turn: %q, %v; want the denial to end it without an error", r.res.Text, r.err)
+	}
+	next := runFakeACP(t, a, context.Background(), Request{Prompt: "hello", SessionID: r.res.SessionID})
+	if next.err != nil || !next.res.Warm {
+		t.Errorf("the next turn: %+v, %v; want it on the same process", next.res, next.err)
+	}
+}
+
+// hangOptions keep processes with a fake clock and a one-minute
+// AGENT_HANG_TIMEOUT.
+func hangOptions(clock *clockwork.FakeClock) WarmOptions {
+	return WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 4, InterruptWait: 2 * time.Second, HangTimeout: time.Minute, Clock: clock}
+}
+
+func TestACPHangKillsASilentAgent(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	a, _ := newFakeACPWarm(t, hangOptions(clock))
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if clock.BlockUntilContext(ctx, 1) == nil { // the hang timer
+			clock.Advance(2 * time.Minute)
+		}
+	}()
+	r := runFakeACP(t, a, context.Background(), Request{Prompt: "silent"})
+	var e *Error
+	if !errors.As(r.err, &e) || e.Kind != KindCrashed || !strings.Contains(e.Message, "sent nothing") {
+		t.Fatalf("err = %v, want the silent agent stopped", r.err)
+	}
+}
+
+func TestACPHangWaitsForARunningTool(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	a, _ := newFakeACPWarm(t, hangOptions(clock))
+	ctx, stop := context.WithCancel(context.Background())
+	toolRuns := make(chan struct{})
+	go func() {
+		<-toolRuns
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if clock.BlockUntilContext(wctx, 1) == nil {
+			clock.Advance(5 * time.Minute)
+		}
+		// The hang timer is set again while the tool runs.
+		if clock.BlockUntilContext(wctx, 1) == nil {
+			stop()
+		}
+	}()
+	_, err := a.Run(ctx, Request{Prompt: "slowtool", Key: "chan", WorkDir: a.work}, func(e Event) {
+		if e.Kind == EventToolUse {
+			close(toolRuns)
+		}
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindCanceled {
+		t.Fatalf("err = %v, want the turn to run until stopped", err)
 	}
 }

@@ -19,7 +19,9 @@ const acpPlanTool = "Plan"
 // turn of one session.
 type acpMapper struct {
 	session string
-	text    strings.Builder
+	// model is the model the turn runs on, as far as known.
+	model string
+	text  strings.Builder
 	// tools are the tool calls seen this turn by id: whether their result
 	// was reported already.
 	tools map[string]bool
@@ -149,10 +151,23 @@ func (m *acpMapper) plan(entries []acp.PlanEntry) []Event {
 	return []Event{{Kind: EventToolUse, SessionID: m.session, Tool: &ToolCall{ID: id, Name: acpPlanTool, Input: string(b)}}}
 }
 
+// running reports how many of the turn's tool calls have not finished: a
+// tool may run for long without the agent saying anything.
+func (m *acpMapper) running() int {
+	n := 0
+	for _, done := range m.tools {
+		if !done {
+			n++
+		}
+	}
+	return n
+}
+
 // Result is the turn's outcome once the prompt returned.
 func (m *acpMapper) Result(resp acp.PromptResponse) Result {
 	res := Result{
 		SessionID:      m.session,
+		Model:          m.model,
 		Text:           m.text.String(),
 		SessionCostUSD: m.costUSD,
 		ContextTokens:  m.contextUsed,

@@ -163,10 +163,10 @@ func TestACPOutcome(t *testing.T) {
 }
 
 // The recorded traffic of the real agents maps to the events the card
-// shows: every session/update line of testdata/{gemini,opencode}/acp_*.agent.jsonl
+// shows: every session/update line of testdata/{gemini,opencode}/acp/acp_*.agent.jsonl
 // decodes, and the text events add up to what the agent said.
 func TestACPMapperRecorded(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/*/acp_*.agent.jsonl")
+	files, _ := filepath.Glob("../testdata/*/acp/acp_*.agent.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no recorded ACP traffic")
 	}
