@@ -60,12 +60,16 @@ func (c *Codex) Capabilities() Capabilities {
 
 // Capabilities implements capable.
 func (g *Gemini) Capabilities() Capabilities {
-	return Capabilities{Warm: "ACP: `gemini --acp`", SoftStop: true, Approvals: true, Images: true, Resume: true}
+	return Capabilities{Warm: "ACP: `gemini --acp`", SoftStop: true, Approvals: true, Images: true, Resume: true,
+		Note: "a warm conversation lasts as long as its process: gemini 0.61.0 cannot load a session its ACP mode made " +
+			"(`session/load` finds none), so after `AGENT_KEEP_ALIVE` or a restart it goes on in a new session given the recent messages; " +
+			"with `AGENT_KEEP_ALIVE=0` turns resume with `--resume`"}
 }
 
 // Capabilities implements capable.
 func (o *Opencode) Capabilities() Capabilities {
-	return Capabilities{Warm: "ACP: `opencode acp`", SoftStop: true, Approvals: true, Images: true, Cost: true, Resume: true}
+	return Capabilities{Warm: "ACP: `opencode acp`", SoftStop: true, Approvals: true, Images: true, Cost: true, Resume: true,
+		Note: "cost only with `AGENT_KEEP_ALIVE=0`: its ACP mode reports tokens, not cost"}
 }
 
 // Capabilities implements capable.
