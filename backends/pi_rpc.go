@@ -405,9 +405,7 @@ type piRPCOutcome struct {
 
 // piRPCRun is the state of one turn on a process, kept by its loop.
 type piRPCRun struct {
-	r    *piRPC
 	pp   *piRPCProc
-	req  Request
 	emit func(Event)
 	turn *piRPCTurn
 
@@ -428,7 +426,7 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 	if pp.exited.Load() {
 		return piRPCOutcome{err: errPiRPCGone, retry: true}
 	}
-	t := &piRPCRun{r: r, pp: pp, req: req, emit: emit, turn: newPiRPCTurn()}
+	t := &piRPCRun{pp: pp, emit: emit, turn: newPiRPCTurn()}
 	for _, ev := range t.turn.Start(pp.session) {
 		emit(ev)
 	}
@@ -440,28 +438,9 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 
 	defer func() { _ = pp.endSteering() }()
 
-	hang := r.opts.Warm.HangTimeout
-	var hangTimer clockwork.Timer
-	var hangC <-chan time.Time
-	armHang := func() {
-		if hang <= 0 {
-			return
-		}
-		if hangTimer == nil {
-			hangTimer = clock.NewTimer(hang)
-		} else {
-			hangTimer.Reset(hang)
-		}
-		hangC = hangTimer.Chan()
-	}
-	pauseHang := func() {
-		if hangTimer != nil {
-			hangTimer.Stop()
-		}
-		hangC = nil
-	}
-	armHang()
-	defer pauseHang()
+	hang := &piRPCHang{clock: clock, after: r.opts.Warm.HangTimeout}
+	hang.arm()
+	defer hang.pause()
 
 	done := ctx.Done()
 	var abortC <-chan time.Time
@@ -476,9 +455,9 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 			}
 			if t.tools > 0 {
 				// A tool runs (a build, a test suite): silence is expected.
-				pauseHang()
+				hang.pause()
 			} else {
-				armHang()
+				hang.arm()
 			}
 		case <-done:
 			done = nil
@@ -497,14 +476,44 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 			pp.warmClose("abort not answered")
 			res, _ := t.turn.Result()
 			return piRPCOutcome{res: res, err: t.stopError(ctx)}
-		case <-hangC:
-			pp.log.Warn().Dur("silent_for", hang).Msg("pi printed nothing while busy; killing it")
+		case <-hang.c:
+			pp.log.Warn().Dur("silent_for", hang.after).Msg("pi printed nothing while busy; killing it")
 			pp.warmClose("hung")
 			res, _ := t.turn.Result()
 			return piRPCOutcome{res: res, retry: true, err: &Error{Kind: KindTimeout, Err: errPiRPCHung, ModelOutput: t.modelOutput,
-				Message: fmt.Sprintf("pi printed nothing for %v while working (AGENT_HANG_TIMEOUT) and was stopped", hang)}}
+				Message: fmt.Sprintf("pi printed nothing for %v while working (AGENT_HANG_TIMEOUT) and was stopped", hang.after)}}
 		}
 	}
+}
+
+// piRPCHang fires when a busy process has printed nothing for after
+// (AGENT_HANG_TIMEOUT); zero never fires. c is nil while paused.
+type piRPCHang struct {
+	clock clockwork.Clock
+	after time.Duration
+	timer clockwork.Timer
+	c     <-chan time.Time
+}
+
+// arm starts the wait afresh.
+func (h *piRPCHang) arm() {
+	if h.after <= 0 {
+		return
+	}
+	if h.timer == nil {
+		h.timer = h.clock.NewTimer(h.after)
+	} else {
+		h.timer.Reset(h.after)
+	}
+	h.c = h.timer.Chan()
+}
+
+// pause stops the wait until the next arm.
+func (h *piRPCHang) pause() {
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.c = nil
 }
 
 // line handles one stdout line; over is set when the turn has ended.
