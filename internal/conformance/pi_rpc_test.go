@@ -21,7 +21,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentgateway/gateway/backends"
+	"github.com/agentgateway/gateway/internal/agent"
 	"github.com/agentgateway/gateway/internal/fakeapi"
+	"github.com/agentgateway/gateway/internal/persona"
+	"github.com/agentgateway/gateway/internal/queue"
+	"github.com/agentgateway/gateway/internal/session"
 )
 
 // pi's RPC mode (`pi --mode rpc`) keeps one process for many prompts: JSON
@@ -525,4 +529,43 @@ func TestConformancePiRPCRawSteer(t *testing.T) {
 	r.until("response", "get_state")
 	r.record("steer")
 	t.Logf("%s", api.Summary())
+}
+
+// Through the gateway's runtime: the session bound at the first turn
+// brings the channel's second turn to the same warm process, with the
+// persona.
+func TestConformancePiRPCRuntimeWarm(t *testing.T) {
+	api := fakeapi.StartAnthropic(t, fakeapi.Text("One."), fakeapi.Text("Two."))
+	home := piRPCHome(t, api)
+	dir := t.TempDir()
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	if _, err := persona.Bootstrap(dir, log); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "identity.md"), "# Identity\n\nYou are Conformo, a test assistant.\n")
+	b := piRPCBackend(t, home)
+	sessions, _, err := session.Open(filepath.Join(dir, session.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := agent.New(agent.Options{ConfigDir: dir, Timeout: time.Minute, PermissionMode: "acceptEdits", MaxTurns: 10, Model: piModel},
+		b, sessions, &replies{}, nil, log)
+	say := func(id uint64, text string) agent.Outcome {
+		return rt.Process(context.Background(), queue.Event{ID: id, Kind: queue.KindMessage, ChannelID: "c1", Lane: "c1", Text: text, Time: time.Now()})
+	}
+	first := say(1, "First prompt.")
+	if first.Err != nil || first.Reply != "One." {
+		t.Fatalf("first turn = %q, %v\n%s", first.Reply, first.Err, api.Summary())
+	}
+	second := say(2, "Second prompt.")
+	if second.Err != nil || second.Reply != "Two." {
+		t.Fatalf("second turn = %q, %v\n%s", second.Reply, second.Err, api.Summary())
+	}
+	if !second.Result.Warm || second.Result.SessionID != first.Result.SessionID {
+		t.Errorf("second turn warm=%v session %q, want the warm process and session %q", second.Result.Warm, second.Result.SessionID, first.Result.SessionID)
+	}
+	main := api.MainRequests()
+	if len(main) != 2 || !strings.Contains(main[1].System(), "You are Conformo") || len(main[1].Messages()) != 3 {
+		t.Errorf("second request: %d messages, persona %v", len(main[len(main)-1].Messages()), strings.Contains(main[len(main)-1].System(), "You are Conformo"))
+	}
 }
