@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -277,4 +279,69 @@ func (r runner) ended(out streamOutput, how, note string) *Error {
 		scanErr = fmt.Errorf("read %s output: %w", r.cli.name, scanErr)
 	}
 	return &Error{Kind: KindCrashed, Message: msg, Stderr: out.Stderr, Err: scanErr}
+}
+
+// lastLine returns the last non-empty line of s, cut to max bytes.
+func lastLine(s string, max int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[i+1:])
+	}
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
+}
+
+// garbageLog counts skipped stdout lines and keeps the start of the last
+// few, for the error message when a CLI dies without a result.
+type garbageLog struct {
+	n    int
+	last []string
+}
+
+func (g *garbageLog) add(line []byte) {
+	g.n++
+	const keepLines, keepBytes = 3, 256
+	if len(line) > keepBytes {
+		line = line[:keepBytes]
+	}
+	if len(g.last) == keepLines {
+		g.last = g.last[1:]
+	}
+	g.last = append(g.last, strings.ToValidUTF8(string(line), "?"))
+}
+
+func (g *garbageLog) text() string { return strings.Join(g.last, " | ") }
+
+// lineSplitter is a bufio.SplitFunc for lines that skips a line longer than
+// max (counting it) instead of ending the scan with bufio.ErrTooLong, so one
+// huge tool result cannot cost the result line after it. The Scanner's
+// buffer must be able to grow to max.
+type lineSplitter struct {
+	max      int
+	skipping bool // inside an overlong line: discard up to its newline
+	skipped  int  // overlong lines skipped
+}
+
+func (s *lineSplitter) split(data []byte, atEOF bool) (int, []byte, error) {
+	i := bytes.IndexByte(data, '\n')
+	if s.skipping {
+		if i < 0 {
+			return len(data), nil, nil
+		}
+		s.skipping = false
+		return i + 1, nil, nil
+	}
+	switch {
+	case i >= 0:
+		return i + 1, bytes.TrimSuffix(data[:i], []byte{'\r'}), nil
+	case atEOF && len(data) > 0:
+		return len(data), data, nil
+	case len(data) >= s.max:
+		s.skipping = true
+		s.skipped++
+		return len(data), nil, nil
+	}
+	return 0, nil, nil
 }
