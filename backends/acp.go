@@ -190,6 +190,8 @@ type acpProc struct {
 	// the agent said it uses (gemini does, in session/new); only the turn
 	// that holds the process writes them.
 	session, model string
+	// models is what the agent offered for the open session.
+	models *acp.SessionModelState
 }
 
 func (p *acpProc) warmKey() string      { return p.key }
@@ -358,13 +360,14 @@ func classifyACPError(re *acp.RequestError) *Error {
 func (a *ACP) openSession(ctx context.Context, p *acpProc, req Request) (fresh bool, err error) {
 	switch {
 	case req.SessionID != "" && req.SessionID == p.session:
+		a.chooseModel(ctx, p, p.models, req.Model) // /model may have changed it
 		return false, nil
 	case req.SessionID != "":
 		if !p.caps.LoadSession {
 			return false, &Error{Kind: KindStaleSession, Message: a.name + " agent cannot load sessions (no loadSession capability)"}
 		}
 		p.client.route(req.SessionID, nil) // the replayed history is not this turn's
-		_, err := acpCall(ctx, p, func(c context.Context) (acp.LoadSessionResponse, error) {
+		resp, err := acpCall(ctx, p, func(c context.Context) (acp.LoadSessionResponse, error) {
 			return p.conn.LoadSession(c, acp.LoadSessionRequest{SessionId: acp.SessionId(req.SessionID), Cwd: req.WorkDir, McpServers: []acp.McpServer{}})
 		})
 		if err != nil {
@@ -375,6 +378,7 @@ func (a *ACP) openSession(ctx context.Context, p *acpProc, req Request) (fresh b
 			return false, &Error{Kind: KindStaleSession, Message: fmt.Sprintf("%s agent could not load session %s: %v", a.name, req.SessionID, err), Err: err}
 		}
 		p.session = req.SessionID
+		a.chooseModel(ctx, p, resp.Models, req.Model)
 		return false, nil
 	}
 	resp, err := acpCall(ctx, p, func(c context.Context) (acp.NewSessionResponse, error) {
@@ -384,10 +388,36 @@ func (a *ACP) openSession(ctx context.Context, p *acpProc, req Request) (fresh b
 		return false, a.failure(ctx, p, "session/new", err)
 	}
 	p.session = string(resp.SessionId)
-	if resp.Models != nil {
-		p.model = string(resp.Models.CurrentModelId)
-	}
+	a.chooseModel(ctx, p, resp.Models, req.Model)
 	return true, nil
+}
+
+// chooseModel notes the session's model and switches it to want
+// (AGENT_MODEL) with session/set_model when the agent offers that model and
+// uses another. An agent that lists no models keeps its own (gemini and
+// opencode get the model on their command line or in their config).
+func (a *ACP) chooseModel(ctx context.Context, p *acpProc, models *acp.SessionModelState, want string) {
+	if models == nil {
+		return
+	}
+	if p.models != models {
+		p.models, p.model = models, string(models.CurrentModelId)
+	}
+	if want == "" || want == p.model {
+		return
+	}
+	if !slices.ContainsFunc(models.AvailableModels, func(m acp.ModelInfo) bool { return string(m.ModelId) == want }) {
+		p.log.Warn().Str("model", want).Str("current", p.model).Msg("the agent does not offer this model; it keeps its own")
+		return
+	}
+	_, err := acpCall(ctx, p, func(c context.Context) (acp.UnstableSetSessionModelResponse, error) {
+		return p.conn.UnstableSetSessionModel(c, acp.UnstableSetSessionModelRequest{SessionId: acp.SessionId(p.session), ModelId: acp.UnstableModelId(want)})
+	})
+	if err != nil {
+		p.log.Warn().Err(err).Str("model", want).Msg("could not switch the agent's model; it keeps its own")
+		return
+	}
+	p.model = want
 }
 
 // promptBlocks is the prompt as content blocks: the persona on a new

@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 //	image   says how many image blocks came and their type
 //	pid     says its process id
 //	blocks  says how many text blocks the prompt had
+//	model   says the session's model
 //
 // ACP_FAKE_DIR keeps its sessions as files, so that another process can
 // load them; ACP_FAKE_NOLOAD and ACP_FAKE_NOIMAGE take the capabilities
@@ -56,8 +58,9 @@ type fakeACPAgent struct {
 	conn *acp.AgentSideConnection
 	dir  string
 
-	mu   sync.Mutex // guards next
-	next int
+	mu     sync.Mutex // guards next and models
+	next   int
+	models map[acp.SessionId]string // models chosen with session/set_model
 }
 
 var _ acp.Agent = (*fakeACPAgent)(nil)
@@ -83,7 +86,21 @@ func (a *fakeACPAgent) NewSession(context.Context, acp.NewSessionRequest) (acp.N
 			return acp.NewSessionResponse{}, err
 		}
 	}
-	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
+	return acp.NewSessionResponse{SessionId: acp.SessionId(id), Models: &acp.SessionModelState{
+		AvailableModels: []acp.ModelInfo{{ModelId: "fake-small", Name: "Small"}, {ModelId: "fake-large", Name: "Large"}},
+		CurrentModelId:  "fake-small",
+	}}, nil
+}
+
+// UnstableSetSessionModel switches the session's model (session/set_model).
+func (a *fakeACPAgent) UnstableSetSessionModel(_ context.Context, r acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.models == nil {
+		a.models = map[acp.SessionId]string{}
+	}
+	a.models[r.SessionId] = string(r.ModelId)
+	return acp.UnstableSetSessionModelResponse{}, nil
 }
 
 func (a *fakeACPAgent) LoadSession(ctx context.Context, r acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
@@ -183,6 +200,10 @@ func (a *fakeACPAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.Pro
 		say(strconv.Itoa(os.Getpid()))
 	case "blocks":
 		say(strconv.Itoa(texts))
+	case "model":
+		a.mu.Lock()
+		say(cmp.Or(a.models[p.SessionId], "fake-small"))
+		a.mu.Unlock()
 	default:
 		say("?")
 	}
@@ -555,5 +576,26 @@ func TestACPHangWaitsForARunningTool(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != KindCanceled {
 		t.Fatalf("err = %v, want the turn to run until stopped", err)
+	}
+}
+
+func TestACPModel(t *testing.T) {
+	for _, tc := range []struct{ want, said string }{
+		{"", "fake-small"},
+		{"fake-large", "fake-large"},
+		{"not-offered", "fake-small"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			a, _ := newFakeACP(t)
+			r := runFakeACP(t, a, context.Background(), Request{Prompt: "model", Model: tc.want})
+			if r.err != nil || r.res.Text != tc.said || r.res.Model != tc.said {
+				t.Errorf("agent said %q, result model %q (%v); want %q", r.res.Text, r.res.Model, r.err, tc.said)
+			}
+			// /model switches it on the warm process too.
+			next := runFakeACP(t, a, context.Background(), Request{Prompt: "model", Model: "fake-large", SessionID: r.res.SessionID})
+			if next.err != nil || !next.res.Warm || next.res.Text != "fake-large" {
+				t.Errorf("after /model: %q (warm %v, %v); want fake-large on the warm process", next.res.Text, next.res.Warm, next.err)
+			}
+		})
 	}
 }

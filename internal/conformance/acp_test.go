@@ -33,15 +33,17 @@ type acpAgent struct {
 	backend backends.Backend
 	// bodies lists the main request bodies the fake model API received.
 	bodies func() []string
-	// hold scripts a turn that holds its answer until release is called.
+	// work is the turns' working directory.
 	work string
 }
 
-func acpRecorder(t *testing.T, bin string, pre []string) (string, []string) {
+// acpRecorder wraps bin, when ACP_RECORD names a folder, in a script that
+// tees the agent's stdin, stdout, stderr and argv there.
+func acpRecorder(t *testing.T, bin string) string {
 	t.Helper()
 	dir := os.Getenv("ACP_RECORD")
 	if dir == "" {
-		return bin, pre
+		return bin
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ tee %[1]s-$n.in.jsonl | %[2]s "$@" 2> >(tee %[1]s-$n.stderr >&2) | tee %[1]s-$n.
 	if b, err := exec.Command("install", "-m", "0755", src, out).CombinedOutput(); err != nil {
 		t.Fatalf("install recorder: %v: %s", err, b)
 	}
-	return out, pre
+	return out
 }
 
 func acpWarm() backends.WarmOptions {
@@ -76,14 +78,15 @@ func newACPGemini(t *testing.T, generic bool, turns ...fakeapi.Turn) *acpAgent {
 		"GEMINI_API_KEY=" + geminiAPIKey, "GOOGLE_GEMINI_BASE_URL=" + api.URL(),
 		"GEMINI_CLI_TRUST_WORKSPACE=true",
 	}
-	bin, _ = acpRecorder(t, bin, nil)
+	bin = acpRecorder(t, bin)
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	opts := backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: log, Warm: acpWarm()}
 	name := "gemini"
 	if generic {
 		name = "acp"
 		opts.Binary = ""
-		opts.Env = append(opts.Env, "ACP_COMMAND="+bin+" --acp -m "+geminiModel)
+		// As an operator writes it; the model comes with session/set_model.
+		opts.Env = append(opts.Env, "ACP_COMMAND="+bin+" --acp")
 	}
 	b, err := backends.New(name, opts)
 	if err != nil {
@@ -122,7 +125,7 @@ func newACPOpencode(t *testing.T, turns ...fakeapi.Turn) *acpAgent {
 		"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
 		"OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_DISABLE_SHARE=1",
 	}
-	bin, _ = acpRecorder(t, bin, nil)
+	bin = acpRecorder(t, bin)
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	be, err := backends.New("opencode", backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: log, Warm: acpWarm()})
 	if err != nil {
@@ -174,7 +177,7 @@ func acpScenarios() []acpScenario {
 		{name: "gemini", start: func(t *testing.T, turns ...fakeapi.Turn) *acpAgent { return newACPGemini(t, false, turns...) },
 			model: geminiModel, writeTool: "write_file", writeInput: geminiWriteInput, approveIn: "default", images: true},
 		{name: "acp-gemini", start: func(t *testing.T, turns ...fakeapi.Turn) *acpAgent { return newACPGemini(t, true, turns...) },
-			writeTool: "write_file", writeInput: geminiWriteInput, approveIn: "default", images: true},
+			model: geminiModel, writeTool: "write_file", writeInput: geminiWriteInput, approveIn: "default", images: true},
 		{name: "opencode", start: newACPOpencode, writeTool: "write",
 			writeInput: func(path string) any { return map[string]any{"filePath": path, "content": "hello\n"} },
 			approveIn:  "default", images: true, loads: true},
