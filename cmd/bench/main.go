@@ -2,7 +2,8 @@
 // BENCHMARKS.md (make bench); with -footprint it prints only the quick
 // footprint lines (CI), with -soak it runs steady traffic and prints RSS and
 // goroutines over time (make soak); with -warm it prints only the claude
-// cold vs warm lines.
+// cold vs warm lines, with -backends the cold vs warm lines of every
+// backend.
 //
 // Everything runs against the in-process fake Discord; the agent is either
 // absent (idle measurements of the real binary) or an in-process backend
@@ -42,6 +43,7 @@ func main() {
 	soakFor := flag.Duration("soak-for", time.Hour, "how long the report's soak runs")
 	loadOnly := flag.Bool("load", false, "run only the load measurement and print it (with BENCH_HEAP_PROFILE=file, the child writes a heap profile at exit)")
 	warmOnly := flag.Bool("warm", false, "run only the claude cold vs warm measurement (and how many warm processes fit in 1 GiB) and print it")
+	backendsOnly := flag.Bool("backends", false, "run only the cold vs warm measurement of every backend (claude, codex, gemini, opencode, pi) and print it")
 	turnOnly := flag.Bool("turn", false, "run only the gateway overhead on a warm claude turn (gateway run with the real claude CLI) and print it")
 	turnCount := flag.Int("turns", turnTurns, "timed turns of each kind with -turn")
 	flag.Parse()
@@ -54,6 +56,8 @@ func main() {
 		err = printFootprint()
 	case *warmOnly:
 		err = printWarm()
+	case *backendsOnly:
+		err = printBackends()
 	case *turnOnly:
 		err = printTurnOverhead(*turnCount)
 	case *loadOnly:

@@ -132,6 +132,10 @@ func runAll(outPath string, runs int, soakFor time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("warm claude processes per GiB: %w", err)
 	}
+	// A backend that fails says so in its row; the report is still written.
+	perBackend := runBackends(func(name string) {
+		fmt.Fprintf(os.Stderr, "bench: %s cold vs warm (%d turns each, real CLI, fake API)...\n", name, backendTurns)
+	})
 	fmt.Fprintln(os.Stderr, "bench: gateway overhead on a warm claude turn (real CLI, fake Discord and API)...")
 	turns, err := runTurnOverhead()
 	if err != nil {
@@ -224,6 +228,9 @@ func runAll(outPath string, runs int, soakFor time.Duration) error {
 	w("With the inbox, as `gateway run` has it (events taken one after the other as Discord's intake takes them, each staged in order and acknowledged once its group of records is fsync'd; the reply recorded, fsync'd with the others of its moment, behind the turn before it is posted; started, delivered and finished riding along), same load: median %.0f events/s (min %.0f, max %.0f); the inbox's log was %.1f MB after the 100,000 events (compacted at four times its compacted size, finished events kept up to INBOX_MAX_EVENTS=10,000).\n\n", median(durable), durable[0], durable[len(durable)-1], mb(inboxBytes))
 
 	writeWarm(w, warm)
+	for _, l := range backendsMarkdown(perBackend) {
+		w("%s\n", l)
+	}
 	for _, l := range turnOverheadMarkdown(turns)[1:] {
 		w("%s\n", l)
 	}
