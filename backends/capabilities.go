@@ -74,8 +74,8 @@ func (o *Opencode) Capabilities() Capabilities {
 
 // Capabilities implements capable.
 func (p *Pi) Capabilities() Capabilities {
-	return Capabilities{Warm: "RPC: `pi --mode rpc`", SoftStop: true, Images: true, Cost: true, Resume: true,
-		Note: "pi never asks: `PERMISSION_MODE` chooses the tools it may use (its RPC mode has no approval hook; an extension's dialog is dismissed); stop and images need warm processes (`AGENT_KEEP_ALIVE`)"}
+	return Capabilities{Warm: "RPC: `pi --mode rpc`", SoftStop: true, Steering: true, Images: true, Cost: true, Resume: true,
+		Note: "pi never asks: `PERMISSION_MODE` chooses the tools it may use (its RPC mode has no approval hook; an extension's dialog is dismissed); stop, steering and images need warm processes (`AGENT_KEEP_ALIVE`)"}
 }
 
 // Capabilities implements capable.
