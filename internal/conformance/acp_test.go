@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,11 +36,14 @@ type acpAgent struct {
 	bodies func() []string
 	// work is the turns' working directory.
 	work string
+	// api or chat is the fake model API, to script more turns.
+	api  *fakeapi.Gemini
+	chat *fakeapi.Chat
 }
 
 // acpRecorder wraps bin, when ACP_RECORD names a folder, in a script that
 // tees the agent's stdin, stdout, stderr and argv there.
-func acpRecorder(t *testing.T, bin string) string {
+func acpRecorder(t testing.TB, bin string) string {
 	t.Helper()
 	dir := os.Getenv("ACP_RECORD")
 	if dir == "" {
@@ -55,7 +59,7 @@ printf '%%s\n' "$*" > %[1]s-$n.args
 tee %[1]s-$n.in.jsonl | %[2]s "$@" 2> >(tee %[1]s-$n.stderr >&2) | tee %[1]s-$n.out.jsonl
 `, opencodeQuote(prefix), opencodeQuote(bin))
 	src := filepath.Join(t.TempDir(), "acp.src")
-	opencodeWrite(t, src, script)
+	acpWrite(t, src, script)
 	out := filepath.Join(t.TempDir(), "acp-recorder")
 	if b, err := exec.Command("install", "-m", "0755", src, out).CombinedOutput(); err != nil {
 		t.Fatalf("install recorder: %v: %s", err, b)
@@ -69,18 +73,21 @@ func acpWarm() backends.WarmOptions {
 
 func newACPGemini(t *testing.T, generic bool, turns ...fakeapi.Turn) *acpAgent {
 	t.Helper()
-	bin := cliBinary(t, "gemini")
+	return acpGeminiWith(t, cliBinary(t, "gemini"), generic, acpWarm(), turns...)
+}
+
+func acpGeminiWith(t testing.TB, bin string, generic bool, warm backends.WarmOptions, turns ...fakeapi.Turn) *acpAgent {
+	t.Helper()
 	api := fakeapi.StartGemini(t, turns...)
 	home := t.TempDir()
-	geminiWrite(t, filepath.Join(home, ".gemini", "settings.json"), geminiSettings)
+	acpWrite(t, filepath.Join(home, ".gemini", "settings.json"), geminiSettings)
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + t.TempDir(),
 		"GEMINI_API_KEY=" + geminiAPIKey, "GOOGLE_GEMINI_BASE_URL=" + api.URL(),
 		"GEMINI_CLI_TRUST_WORKSPACE=true",
 	}
 	bin = acpRecorder(t, bin)
-	log := zerolog.New(zerolog.NewTestWriter(t))
-	opts := backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: log, Warm: acpWarm()}
+	opts := backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: zerolog.New(zerolog.NewTestWriter(t)), Warm: warm}
 	name := "gemini"
 	if generic {
 		name = "acp"
@@ -92,8 +99,8 @@ func newACPGemini(t *testing.T, generic bool, turns ...fakeapi.Turn) *acpAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.(interface{ Close() error }).Close() })
-	return &acpAgent{backend: b, work: t.TempDir(), bodies: func() []string {
+	t.Cleanup(func() { _ = b.(io.Closer).Close() })
+	return &acpAgent{backend: b, work: t.TempDir(), api: api, bodies: func() []string {
 		var out []string
 		for _, r := range api.MainRequests() {
 			out = append(out, string(r.Body))
@@ -102,9 +109,24 @@ func newACPGemini(t *testing.T, generic bool, turns ...fakeapi.Turn) *acpAgent {
 	}}
 }
 
+// acpWrite writes a file, and the folders it needs.
+func acpWrite(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newACPOpencode(t *testing.T, turns ...fakeapi.Turn) *acpAgent {
 	t.Helper()
-	bin := cliBinary(t, "opencode")
+	return acpOpencodeWith(t, cliBinary(t, "opencode"), acpWarm(), turns...)
+}
+
+func acpOpencodeWith(t testing.TB, bin string, warm backends.WarmOptions, turns ...fakeapi.Turn) *acpAgent {
+	t.Helper()
 	api := fakeapi.StartChat(t, turns...)
 	home := t.TempDir()
 	config := map[string]any{
@@ -116,10 +138,7 @@ func newACPOpencode(t *testing.T, turns ...fakeapi.Turn) *acpAgent {
 		"model": "fake/" + opencodeModel, "autoupdate": false, "share": "disabled",
 	}
 	b, _ := json.Marshal(config)
-	if err := os.MkdirAll(filepath.Join(home, ".config", "opencode"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opencodeWrite(t, filepath.Join(home, ".config", "opencode", "opencode.json"), string(b))
+	acpWrite(t, filepath.Join(home, ".config", "opencode", "opencode.json"), string(b))
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
 		"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
@@ -127,12 +146,12 @@ func newACPOpencode(t *testing.T, turns ...fakeapi.Turn) *acpAgent {
 	}
 	bin = acpRecorder(t, bin)
 	log := zerolog.New(zerolog.NewTestWriter(t))
-	be, err := backends.New("opencode", backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: log, Warm: acpWarm()})
+	be, err := backends.New("opencode", backends.Options{Binary: bin, Env: env, KillGrace: 2 * time.Second, Log: log, Warm: warm})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = be.(interface{ Close() error }).Close() })
-	return &acpAgent{backend: be, work: t.TempDir(), bodies: func() []string {
+	t.Cleanup(func() { _ = be.(io.Closer).Close() })
+	return &acpAgent{backend: be, work: t.TempDir(), chat: api, bodies: func() []string {
 		var out []string
 		for _, r := range api.MainRequests() {
 			out = append(out, string(r.Body))
@@ -386,5 +405,61 @@ func TestConformanceACPToolEvents(t *testing.T) {
 				t.Errorf("the write did not happen: %v", err)
 			}
 		})
+	}
+}
+
+// BenchmarkACPTurn compares a resumed turn on a warm ACP process with the
+// headless run per turn (AGENT_KEEP_ALIVE=0), for gemini and opencode.
+func BenchmarkACPTurn(b *testing.B) {
+	for _, agent := range []struct {
+		name  string
+		bin   string
+		model string
+		start func(b *testing.B, bin string, warm backends.WarmOptions) *acpAgent
+	}{
+		{"gemini", os.Getenv("GEMINI_BIN"), geminiModel, func(b *testing.B, bin string, warm backends.WarmOptions) *acpAgent {
+			return acpGeminiWith(b, bin, false, warm)
+		}},
+		{"opencode", os.Getenv("OPENCODE_BIN"), "", func(b *testing.B, bin string, warm backends.WarmOptions) *acpAgent {
+			return acpOpencodeWith(b, bin, warm)
+		}},
+	} {
+		for _, mode := range []struct {
+			name string
+			warm backends.WarmOptions
+		}{
+			{"acp-warm", backends.WarmOptions{Interactive: true, KeepAlive: time.Hour, MaxProcesses: 1}},
+			{"headless", backends.WarmOptions{}},
+		} {
+			b.Run(agent.name+"/"+mode.name, func(b *testing.B) {
+				if agent.bin == "" {
+					b.Skip("the CLI's _BIN is not set")
+				}
+				a := agent.start(b, agent.bin, mode.warm)
+				script := func() {
+					if a.api != nil {
+						a.api.Add(fakeapi.Text("ok"))
+					} else {
+						a.chat.Add(fakeapi.Text("ok"))
+					}
+				}
+				script()
+				req := backends.Request{Prompt: "start", WorkDir: a.work, Key: "c1", Model: agent.model, SystemPrompt: "You are Conformo."}
+				first, err := a.backend.Run(context.Background(), req, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				req.SessionID, req.Prompt = first.SessionID, "again"
+				b.ResetTimer()
+				for range b.N {
+					b.StopTimer()
+					script()
+					b.StartTimer()
+					if _, err := a.backend.Run(context.Background(), req, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
