@@ -289,7 +289,11 @@ func runBackends(progress func(string)) []backendWarm {
 	var rows []backendWarm
 	for _, c := range benchCLIs() {
 		progress(c.name)
-		rows = append(rows, measureBackend(c))
+		r := measureBackend(c)
+		if r.Failed != "" {
+			fmt.Fprintf(os.Stderr, "bench: %s cold vs warm failed: %s\n", c.name, r.Failed)
+		}
+		rows = append(rows, r)
 	}
 	return rows
 }

@@ -8,9 +8,9 @@
 // Everything runs against the in-process fake Discord; the agent is either
 // absent (idle measurements of the real binary) or an in-process backend
 // that answers at once (this tool's child mode), so the numbers are the
-// gateway's own. The claude cold vs warm measurement is the exception: it
-// runs the real claude CLI (CLAUDE_BIN, or the one `make clis` installs)
-// against the in-process fake Anthropic API.
+// gateway's own. The cold vs warm measurements are the exception: they
+// run the real agent CLIs (CLAUDE_BIN, CODEX_BIN..., or the ones `make
+// clis` installs) against the in-process fake model APIs.
 package main
 
 import (
