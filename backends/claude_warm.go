@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,38 +141,20 @@ func (c *Claude) spawn(bin string, req Request, approvals bool) (*claudeProc, er
 	}
 	// The process outlives this turn's prompt file: it gets a copy of its
 	// own (claude reads it at start).
-	file := ""
+	file, remove := "", func() {}
 	if text := systemText(req); text != "" {
-		f, err := writeTemp(text)
-		if err != nil {
-			return nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
+		var err error
+		if file, remove, err = c.run.tempFile("claude-system-*.md", text); err != nil {
+			return nil, err
 		}
-		if err := c.opts.share(f); err != nil {
-			os.Remove(f)
-			return nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
-		}
-		file = f
 	}
 	ctx, kill := context.WithCancel(context.Background())
-	p, err := proc.Start(ctx, proc.Spec{
-		Path:       bin,
-		Args:       interactiveArgs(req, file, approvals),
-		Dir:        req.WorkDir,
-		Env:        FilterEnv(c.opts.Env, claudeEnvAllow, nil),
-		StdinPipe:  true,
-		Grace:      c.opts.KillGrace,
-		Credential: c.opts.credential(),
-		Owner:      c.opts.Owner,
-	})
+	p, err := c.run.start(ctx, runSpec{bin: bin, args: interactiveArgs(req, file, approvals), dir: req.WorkDir,
+		env: c.run.env(nil, nil), stdinPipe: true})
 	if err != nil {
 		kill()
-		if file != "" {
-			os.Remove(file)
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return nil, notFound(bin, err)
-		}
-		return nil, &Error{Kind: KindCrashed, Message: "start claude", Err: err}
+		remove()
+		return nil, err
 	}
 	cp := &claudeProc{
 		key: req.Key, settings: settingsKey(bin, req, approvals), model: req.Model, session: req.SessionID,

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,12 +34,14 @@ import (
 // them and dismisses each one, which an extension reads as "no".
 type piRPC struct {
 	opts Options
+	run  runner
 	pool *warmPool[*piRPCProc]
 }
 
 func newPiRPC(opts Options) *piRPC {
-	opts.Env = opts.userEnv(opts.Env)
-	return &piRPC{opts: opts, pool: newWarmPool[*piRPCProc]("pi", opts.Warm, opts.Log)}
+	r := &piRPC{opts: opts, pool: newWarmPool[*piRPCProc]("pi", opts.Warm, opts.Log)}
+	r.run = newRunner(piCLI, &r.opts)
+	return r
 }
 
 // wants reports whether req runs on an RPC process: warm processes are on
@@ -181,7 +181,7 @@ func piRPCSettings(bin string, req Request) string {
 // once on a fresh process (resuming the session) when the first dies or
 // hangs before the turn's end.
 func (r *piRPC) Run(ctx context.Context, req Request, emit func(Event)) (Result, error) {
-	bin, err := r.binary()
+	bin, err := r.run.binary()
 	if err != nil {
 		return Result{}, err
 	}
@@ -230,40 +230,20 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 		return nil, err
 	}
 	// The process outlives this turn's prompt file: it gets a copy.
-	file := ""
+	file, remove := "", func() {}
 	if text := systemText(req); text != "" {
-		f, err := piRPCTempFile(text)
-		if err == nil {
-			err = r.opts.share(f)
+		var err error
+		if file, remove, err = r.run.tempFile("pi-system-*.md", text); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			if f != "" {
-				os.Remove(f)
-			}
-			return nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
-		}
-		file = f
 	}
 	pctx, kill := context.WithCancel(context.Background())
-	p, err := proc.Start(pctx, proc.Spec{
-		Path:       bin,
-		Args:       piRPCArgs(req, file),
-		Dir:        req.WorkDir,
-		Env:        FilterEnv(r.opts.Env, piEnvAllow, nil),
-		StdinPipe:  true,
-		Grace:      r.opts.KillGrace,
-		Credential: r.opts.credential(),
-		Owner:      r.opts.Owner,
-	})
+	p, err := r.run.start(pctx, runSpec{bin: bin, args: piRPCArgs(req, file), dir: req.WorkDir,
+		env: r.run.env(nil, nil), stdinPipe: true})
 	if err != nil {
 		kill()
-		if file != "" {
-			os.Remove(file)
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return nil, piRPCNotFound(bin, err)
-		}
-		return nil, &Error{Kind: KindCrashed, Message: "start pi", Err: err}
+		remove()
+		return nil, err
 	}
 	pp := &piRPCProc{
 		key: req.Key, settings: piRPCSettings(bin, req), session: req.SessionID, model: req.Model,
@@ -690,43 +670,6 @@ func (t *piRPCRun) ended(ctx context.Context) piRPCOutcome {
 	}
 	e := &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: cause, ModelOutput: t.modelOutput}
 	return piRPCOutcome{res: res, err: e, retry: true}
-}
-
-// binary resolves the CLI to run.
-func (r *piRPC) binary() (string, error) {
-	bin := r.opts.Binary
-	if bin == "" {
-		bin = "pi"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return "", piRPCNotFound(bin, err)
-	}
-	return path, nil
-}
-
-func piRPCNotFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("pi CLI %q not found: install with npm i -g @mariozechner/pi-coding-agent or set AGENT_CLI_PATH", bin),
-		Err:     err,
-	}
-}
-
-// piRPCTempFile writes text to a new temporary file for pi to read.
-func piRPCTempFile(text string) (string, error) {
-	f, err := os.CreateTemp("", "pi-system-*.md")
-	if err != nil {
-		return "", fmt.Errorf("create system prompt file: %w", err)
-	}
-	if _, err := f.WriteString(text); err != nil {
-		f.Close()
-		return f.Name(), fmt.Errorf("write system prompt file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return f.Name(), fmt.Errorf("write system prompt file: %w", err)
-	}
-	return f.Name(), nil
 }
 
 func (r *piRPC) clock() clockwork.Clock {
