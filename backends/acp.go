@@ -65,6 +65,14 @@ type acpLaunch struct {
 	Persona string
 	// Cleanup removes what the launch wrote, once the process has ended.
 	Cleanup func()
+	// SystemFile is the file the agent reads the system prompt from
+	// (gemini's GEMINI_SYSTEM_MD, opencode's instructions), "" for none.
+	// A kept process's file takes this one's content when the process is
+	// reused, so the persona (memory.md included) stays current for an
+	// agent that reads it again: opencode on every model call, gemini
+	// when a session starts. Settings leave the persona out, as claude's
+	// do: a new memory does not cost the conversation its process.
+	SystemFile string
 }
 
 // acpLauncher prepares the process for req.
@@ -156,9 +164,7 @@ func (a *ACP) Run(ctx context.Context, req Request, emit func(Event)) (Result, e
 	warm := true
 	p := a.pool.take(req.Key, l.Settings, req.SessionID)
 	if p != nil {
-		if l.Cleanup != nil {
-			l.Cleanup()
-		}
+		p.refreshSystem(l)
 	} else {
 		warm = false
 		if p, err = a.start(ctx, req, l); err != nil {
@@ -192,6 +198,22 @@ type acpProc struct {
 	session, model string
 	// models is what the agent offered for the open session.
 	models *acp.SessionModelState
+	// systemFile is the file the agent reads its system prompt from.
+	systemFile string
+}
+
+// refreshSystem gives a reused process the system prompt of l, whose own
+// files go: the new file takes the place of the process's (a rename, so the
+// agent never reads half a file).
+func (p *acpProc) refreshSystem(l acpLaunch) {
+	if l.SystemFile != "" && p.systemFile != "" {
+		if err := os.Rename(l.SystemFile, p.systemFile); err != nil {
+			p.log.Warn().Err(err).Msg("could not update the agent's system prompt file; it keeps the one it started with")
+		}
+	}
+	if l.Cleanup != nil {
+		l.Cleanup()
+	}
 }
 
 func (p *acpProc) warmKey() string      { return p.key }
@@ -227,7 +249,7 @@ func (a *ACP) start(ctx context.Context, req Request, l acpLaunch) (*acpProc, er
 	}
 	client := &acpClient{}
 	ap := &acpProc{
-		key: req.Key, settings: l.Settings, p: p, kill: kill, client: client, cleanup: l.Cleanup,
+		key: req.Key, settings: l.Settings, p: p, kill: kill, client: client, cleanup: l.Cleanup, systemFile: l.SystemFile,
 		conn: acp.NewClientSideConnection(client, p.Stdin(), p.Stdout()),
 		log:  a.opts.Log.With().Str("backend", a.name).Int("pid", p.Pid()).Logger(),
 	}

@@ -599,3 +599,23 @@ func TestACPModel(t *testing.T) {
 		})
 	}
 }
+
+func TestACPRefreshSystem(t *testing.T) {
+	dir := t.TempDir()
+	kept, fresh := filepath.Join(dir, "kept.md"), filepath.Join(dir, "fresh.md")
+	if err := os.WriteFile(kept, []byte("old persona"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fresh, []byte("new persona"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cleaned := false
+	p := &acpProc{systemFile: kept}
+	p.refreshSystem(acpLaunch{SystemFile: fresh, Cleanup: func() { cleaned = true; os.Remove(fresh) }})
+	if b, _ := os.ReadFile(kept); string(b) != "new persona" {
+		t.Errorf("the kept process's file holds %q", b)
+	}
+	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) || !cleaned {
+		t.Errorf("the launch's own file is left (%v, cleaned %v)", err, cleaned)
+	}
+}

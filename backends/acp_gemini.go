@@ -33,7 +33,7 @@ func acpGemini(g *Gemini) *ACP {
 			return acpLaunch{}, err
 		}
 		l := acpLaunch{Path: bin, Args: append([]string{"--acp"}, geminiACPFlags(args)...)}
-		l.Settings = acpSettings(bin, l.Args, persona)
+		l.Settings = acpSettings(bin, l.Args, persona != "")
 		if persona == "" {
 			l.Env = FilterEnv(g.opts.Env, geminiEnvAllow, []string{"GEMINI_WRITE_SYSTEM_MD"})
 			return l, nil
@@ -57,6 +57,7 @@ func acpGemini(g *Gemini) *ACP {
 		// The file lives as long as the process: gemini reads it again for
 		// every new or loaded session.
 		l.Cleanup = func() { os.Remove(f) }
+		l.SystemFile = f
 		l.Env = append(FilterEnv(g.opts.Env, geminiEnvAllow, geminiEnvDeny), "GEMINI_SYSTEM_MD="+f)
 		return l, nil
 	})

@@ -36,8 +36,8 @@ func acpOpencode(o *Opencode) *ACP {
 		}
 		args := []string{"acp"}
 		return acpLaunch{
-			Path: bin, Args: args, Env: env, Cleanup: cleanup,
-			Settings: acpSettings(bin, args, persona, req.Model, req.PermissionMode, req.AllowedTools, req.MaxTurns),
+			Path: bin, Args: args, Env: env, Cleanup: cleanup, SystemFile: promptFile,
+			Settings: acpSettings(bin, args, persona != "", req.Model, req.PermissionMode, req.AllowedTools, req.MaxTurns),
 		}, nil
 	})
 }

@@ -215,7 +215,8 @@ func TestConformanceACPWarmSecondTurn(t *testing.T) {
 			if res1.Text != "First answer." || res1.Warm || res1.SessionID == "" {
 				t.Errorf("first turn = %+v", res1)
 			}
-			res2, _, err := a.run(t, ctx, backends.Request{Prompt: "Say two.", Model: sc.model, SessionID: res1.SessionID, SystemPrompt: "You are Conformo."})
+			res2, _, err := a.run(t, ctx, backends.Request{Prompt: "Say two.", Model: sc.model, SessionID: res1.SessionID,
+				SystemPrompt: "You are Conformo. Your favourite colour is teal."})
 			if err != nil {
 				t.Fatalf("second turn: %v", err)
 			}
@@ -225,6 +226,11 @@ func TestConformanceACPWarmSecondTurn(t *testing.T) {
 			bodies := a.bodies()
 			if len(bodies) < 2 || !strings.Contains(bodies[len(bodies)-1], "Say one.") {
 				t.Errorf("the second request does not carry the first turn")
+			}
+			// opencode reads its instructions file on every call: the kept
+			// process sees the new persona (a memory the agent wrote).
+			if sc.name == "opencode" && !strings.Contains(bodies[len(bodies)-1], "teal") {
+				t.Errorf("the warm turn's request lacks the new persona")
 			}
 		})
 	}
