@@ -294,7 +294,9 @@ func TestConformanceACPStopKeepsSession(t *testing.T) {
 				}
 			}
 			cancel()
+			stoppedAt := time.Now()
 			err = <-done
+			t.Logf("the stopped turn ended %s after the stop", time.Since(stoppedAt).Round(time.Millisecond))
 			var be *backends.Error
 			if !errors.As(err, &be) || be.Kind != backends.KindCanceled {
 				t.Fatalf("stopped turn: %v, want canceled", err)
