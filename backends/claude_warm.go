@@ -199,12 +199,7 @@ func (cp *claudeProc) read() {
 
 // write sends one line to stdin.
 func (cp *claudeProc) write(line []byte) error {
-	cp.writeMu.Lock()
-	defer cp.writeMu.Unlock()
-	if _, err := cp.stdin.Write(line); err != nil {
-		return fmt.Errorf("write to claude: %w", err)
-	}
-	return nil
+	return writeLine(&cp.writeMu, cp.stdin, line, "claude")
 }
 
 // request sends a control request and returns its id.
@@ -229,19 +224,7 @@ func (cp *claudeProc) close(why string) {
 }
 
 // drain drops stdout lines printed between turns (none are expected).
-func (cp *claudeProc) drain() {
-	for {
-		select {
-		case l, ok := <-cp.lines:
-			if !ok {
-				return
-			}
-			cp.log.Debug().Int("bytes", len(l)).Msg("claude printed a line between turns")
-		default:
-			return
-		}
-	}
-}
+func (cp *claudeProc) drain() { drainLines(cp.lines, cp.log, "claude") }
 
 // turnResult is how one interactive turn ended.
 type turnResult struct {

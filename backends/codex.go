@@ -207,23 +207,12 @@ var codexThreadID = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 })
 
-// codexArgs builds the command line. The prompt is not on it: "-" makes
-// codex read it from stdin. env is the CLI's environment; profile names
-// the persona profile in CODEX_HOME, or is empty, in which case a
-// non-empty persona goes on argv as a last resort (no CODEX_HOME or HOME).
-// userProvider is the model provider the user's config.toml selects (see
-// codexUserProvider): the gateway defines its own provider for
-// OPENAI_API_KEY only when the user selected none or codex's built-in
-// "openai", so a proxy, Azure or a local model the user configured keeps
-// serving the turns. The user's choice is repeated with -c because the
-// persona profile (-p) takes the place of the user's active profile.
-func codexArgs(req Request, env []string, profile, persona, userProvider string) []string {
-	args := []string{"exec", "--json", "--skip-git-repo-check",
-		// exec cannot ask anyone: never wait for an approval.
-		"-c", `approval_policy="never"`}
-	if sandbox := CodexSandbox(req.PermissionMode, req.AllowedTools); sandbox != "" {
-		args = append(args, "-c", "sandbox_mode="+codexTOMLString(sandbox))
-	}
+// codexProviderArgs choose codex's model provider: the user's own
+// (model_provider in their config) when it is not the built-in openai,
+// else, with OPENAI_API_KEY set, the gateway's provider with that key and
+// OPENAI_BASE_URL (codex ignores OPENAI_BASE_URL on its own).
+func codexProviderArgs(env []string, userProvider string) []string {
+	var args []string
 	ownProvider := userProvider != "" && userProvider != codexBuiltinOpenAI
 	if ownProvider {
 		args = append(args, "-c", "model_provider="+codexTOMLString(userProvider))
@@ -242,6 +231,27 @@ func codexArgs(req Request, env []string, profile, persona, userProvider string)
 			"-c", pre+"wire_api="+codexTOMLString("responses"),
 		)
 	}
+	return args
+}
+
+// codexArgs builds the command line. The prompt is not on it: "-" makes
+// codex read it from stdin. env is the CLI's environment; profile names
+// the persona profile in CODEX_HOME, or is empty, in which case a
+// non-empty persona goes on argv as a last resort (no CODEX_HOME or HOME).
+// userProvider is the model provider the user's config.toml selects (see
+// codexUserProvider): the gateway defines its own provider for
+// OPENAI_API_KEY only when the user selected none or codex's built-in
+// "openai", so a proxy, Azure or a local model the user configured keeps
+// serving the turns. The user's choice is repeated with -c because the
+// persona profile (-p) takes the place of the user's active profile.
+func codexArgs(req Request, env []string, profile, persona, userProvider string) []string {
+	args := []string{"exec", "--json", "--skip-git-repo-check",
+		// exec cannot ask anyone: never wait for an approval.
+		"-c", `approval_policy="never"`}
+	if sandbox := CodexSandbox(req.PermissionMode, req.AllowedTools); sandbox != "" {
+		args = append(args, "-c", "sandbox_mode="+codexTOMLString(sandbox))
+	}
+	args = append(args, codexProviderArgs(env, userProvider)...)
 	switch {
 	case profile != "":
 		args = append(args, "-p", profile)

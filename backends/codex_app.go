@@ -118,24 +118,7 @@ func codexApprovalPolicy(req Request) string {
 // codexArgs sets it for exec, and the extra writable directories.
 func codexAppArgs(req Request, env []string, userProvider string) []string {
 	args := []string{"app-server"}
-	ownProvider := userProvider != "" && userProvider != codexBuiltinOpenAI
-	if ownProvider {
-		args = append(args, "-c", "model_provider="+codexTOMLString(userProvider))
-	}
-	if key := codexEnvValue(env, codexAPIKeyEnv); key != "" && !ownProvider {
-		base := codexEnvValue(env, codexBaseURLEnv)
-		if base == "" {
-			base = codexDefaultBaseURL
-		}
-		pre := "model_providers." + CodexProviderID + "."
-		args = append(args,
-			"-c", "model_provider="+codexTOMLString(CodexProviderID),
-			"-c", pre+"name="+codexTOMLString(codexProviderName),
-			"-c", pre+"base_url="+codexTOMLString(base),
-			"-c", pre+"env_key="+codexTOMLString(codexAPIKeyEnv),
-			"-c", pre+"wire_api="+codexTOMLString("responses"),
-		)
-	}
+	args = append(args, codexProviderArgs(env, userProvider)...)
 	if len(req.AddDirs) > 0 {
 		quoted := make([]string, len(req.AddDirs))
 		for i, d := range req.AddDirs {
@@ -288,12 +271,7 @@ func (cp *codexAppProc) read() {
 }
 
 func (cp *codexAppProc) write(line []byte) error {
-	cp.writeMu.Lock()
-	defer cp.writeMu.Unlock()
-	if _, err := cp.stdin.Write(line); err != nil {
-		return fmt.Errorf("write to codex app-server: %w", err)
-	}
-	return nil
+	return writeLine(&cp.writeMu, cp.stdin, line, "codex app-server")
 }
 
 // request writes a request and returns its id.

@@ -337,12 +337,7 @@ const piRPCLineMax = 16 << 20
 
 // write sends one line to stdin.
 func (pp *piRPCProc) write(line []byte) error {
-	pp.writeMu.Lock()
-	defer pp.writeMu.Unlock()
-	if _, err := pp.stdin.Write(line); err != nil {
-		return fmt.Errorf("write to pi: %w", err)
-	}
-	return nil
+	return writeLine(&pp.writeMu, pp.stdin, line, "pi")
 }
 
 // nextID returns a fresh command id.
@@ -358,19 +353,7 @@ func (pp *piRPCProc) send(typ string) (string, error) {
 
 // drain drops lines printed between turns (a late response, a retry's
 // events after a stop).
-func (pp *piRPCProc) drain() {
-	for {
-		select {
-		case l, ok := <-pp.lines:
-			if !ok {
-				return
-			}
-			pp.log.Debug().Int("bytes", len(l)).Msg("pi printed a line between turns")
-		default:
-			return
-		}
-	}
-}
+func (pp *piRPCProc) drain() { drainLines(pp.lines, pp.log, "pi") }
 
 // piRPCOutcome is how one turn on a process ended.
 type piRPCOutcome struct {
