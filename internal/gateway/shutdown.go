@@ -124,14 +124,17 @@ func (s shutdown) run(lost error) error {
 	}
 	s.turns.stop()
 	s.core.Runtime.Close()
-	if lost == nil && s.cluster == nil {
-		// On NATS other processes take up the waiting prompts.
-		tellRestarting(s.in, s.bot, s.log)
-	}
 	// Replies handed over but not yet taken by Discord get what is left of
 	// the shutdown's time; Close drops the rest, each logged.
 	if err := s.bot.Flush(drainCtx); err != nil {
 		s.log.Warn().Err(err).Int("replies", s.bot.Pending()).Msg("replies still waiting for Discord are dropped")
+	}
+	if lost == nil && s.cluster == nil {
+		// After the flush: a reply is recorded on its way to Discord, so
+		// before it a turn that answered still looks unanswered and would
+		// be told it stays queued. On NATS other processes take up the
+		// waiting prompts.
+		tellRestarting(s.in, s.bot, s.log)
 	}
 	if s.cluster != nil && s.cluster.disp != nil {
 		// What did not finish here goes to another process at once.
