@@ -74,8 +74,9 @@ func (o *Opencode) Capabilities() Capabilities {
 
 // Capabilities implements capable.
 func (p *Pi) Capabilities() Capabilities {
-	return Capabilities{Warm: "RPC: `pi --mode rpc`", SoftStop: true, Steering: true, Images: true, Cost: true, Resume: true,
-		Note: "pi never asks: `PERMISSION_MODE` chooses the tools it may use (its RPC mode has no approval hook; an extension's dialog is dismissed); stop, steering and images need warm processes (`AGENT_KEEP_ALIVE`)"}
+	return Capabilities{Warm: "RPC: `pi --mode rpc`", SoftStop: true, Approvals: true, Steering: true, Images: true, Cost: true, Resume: true,
+		Note: "approvals through an extension the gateway loads with `-e` (bash, edit and write ask in `default`, bash in `acceptEdits`; writes into `.pi/` always ask); " +
+			"other extensions' dialogs are dismissed; stop, steering and images need warm processes (`AGENT_KEEP_ALIVE`)"}
 }
 
 // Capabilities implements capable.

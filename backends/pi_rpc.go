@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,11 +28,11 @@ import (
 // conversation's next prompt for AGENT_KEEP_ALIVE under the caps of
 // warmPool.
 //
-// pi's RPC mode has no permission prompts: every enabled tool runs without
-// asking, as in print mode (PERMISSION_MODE picks the tools, see
-// piToolArgs), and Request.Approve is not used. Its extensions can ask the
-// user through dialogs (extension_ui_request); the gateway cannot show
-// them and dismisses each one, which an extension reads as "no".
+// pi's RPC mode has no permission prompts of its own: a turn that may ask
+// (Request.Approve) loads the gateway's approval extension, whose dialogs
+// become Request.Approve calls (pi_approve.go). Other extensions' dialogs
+// (extension_ui_request) cannot be shown; each is dismissed, which an
+// extension reads as "no".
 type piRPC struct {
 	opts Options
 	run  runner
@@ -46,8 +47,10 @@ func newPiRPC(opts Options) *piRPC {
 
 // wants reports whether req runs on an RPC process: warm processes are on
 // (Interactive, AGENT_KEEP_ALIVE) and the turn belongs to a conversation.
+// A turn that may ask for approvals runs on one too, kept or not: only
+// there can pi's tool calls wait for a Discord button.
 func (r *piRPC) wants(req Request) bool {
-	return r.opts.Warm.Interactive && r.opts.Warm.KeepAlive > 0 && req.Key != ""
+	return r.opts.Warm.Interactive && (piAsks(req) || (r.opts.Warm.KeepAlive > 0 && req.Key != ""))
 }
 
 // Errors of RPC turns, for logs and the retry.
@@ -67,11 +70,11 @@ const piRPCStartWait = 60 * time.Second
 // fields are used by one goroutine at a time (the pool hands a process to
 // one turn).
 type piRPCProc struct {
-	key      string // the conversation it is kept for; "" for none
-	settings string // what must match for reuse
-	session  string // the session pi holds (get_state's sessionId)
-	model    string // "provider/id" pi reported
-	file     string // its own copy of the system prompt file, removed at close
+	key      string   // the conversation it is kept for; "" for none
+	settings string   // what must match for reuse
+	session  string   // the session pi holds (get_state's sessionId)
+	model    string   // "provider/id" pi reported
+	files    []string // its own system prompt and extension files, removed at close ("" for none)
 	p        *proc.Process
 	kill     context.CancelFunc
 	stdin    io.WriteCloser
@@ -143,21 +146,41 @@ func (pp *piRPCProc) warmClose(why string) {
 		pp.kill()
 		go func() {
 			_, _ = pp.p.Wait()
-			if pp.file != "" {
-				os.Remove(pp.file)
+			for _, f := range pp.files {
+				if f != "" {
+					os.Remove(f)
+				}
 			}
 		}()
 	})
 }
 
 // piRPCArgs is pi's command line for an RPC process. The session and the
-// model are fixed for the process's life.
-func piRPCArgs(req Request, systemPromptFile string) []string {
+// model are fixed for the process's life. A turn that may ask for
+// approvals (piAsks) gets every built-in tool and the approval extension
+// (extensionFile, left out when ""), told which tools ask first.
+func piRPCArgs(req Request, systemPromptFile, extensionFile string) []string {
 	args := []string{"--mode", "rpc", "--offline"}
 	if systemPromptFile != "" {
 		args = append(args, "--append-system-prompt", systemPromptFile)
 	}
-	args = append(args, piToolArgs(req.PermissionMode, req.AllowedTools)...)
+	if piAsks(req) {
+		tools := slices.Clone(piAllTools)
+		for _, t := range piMapTools(req.AllowedTools) {
+			if !slices.Contains(tools, t) {
+				tools = append(tools, t)
+			}
+		}
+		args = append(args, "--tools", strings.Join(tools, ","))
+		if extensionFile != "" {
+			args = append(args, "-e", extensionFile)
+		}
+		if ask := piAskTools(req); len(ask) > 0 {
+			args = append(args, "--gateway-ask", strings.Join(ask, ","))
+		}
+	} else {
+		args = append(args, piToolArgs(req.PermissionMode, req.AllowedTools)...)
+	}
 	if req.SessionID != "" {
 		args = append(args, "--session", req.SessionID)
 	}
@@ -170,11 +193,11 @@ func piRPCArgs(req Request, systemPromptFile string) []string {
 // piRPCSettings is what a kept process must have been started with to
 // take req: everything on its command line but the session and the
 // system prompt (as for claude, a persona edited meanwhile reaches the
-// next new process).
+// next new process), with whether its turns ask for approvals.
 func piRPCSettings(bin string, req Request) string {
 	r := req
 	r.SessionID, r.Prompt, r.SystemPrompt, r.SystemPromptFile = "", "", "", ""
-	return bin + "\x00" + r.WorkDir + "\x00" + strings.Join(piRPCArgs(r, ""), "\x00")
+	return bin + "\x00" + r.WorkDir + "\x00" + strings.Join(piRPCArgs(r, "", ""), "\x00")
 }
 
 // Run runs req on the conversation's kept process or a new one, retrying
@@ -237,17 +260,26 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 			return nil, err
 		}
 	}
+	ext, removeExt := "", func() {}
+	if piAsks(req) {
+		var err error
+		if ext, removeExt, err = r.run.tempFile("pi-gateway-approve-*.js", piApproveJS); err != nil {
+			remove()
+			return nil, err
+		}
+	}
 	pctx, kill := context.WithCancel(context.Background())
-	p, err := r.run.start(pctx, runSpec{bin: bin, args: piRPCArgs(req, file), dir: req.WorkDir,
+	p, err := r.run.start(pctx, runSpec{bin: bin, args: piRPCArgs(req, file, ext), dir: req.WorkDir,
 		env: r.run.env(nil, nil), stdinPipe: true})
 	if err != nil {
 		kill()
 		remove()
+		removeExt()
 		return nil, err
 	}
 	pp := &piRPCProc{
 		key: req.Key, settings: piRPCSettings(bin, req), session: req.SessionID, model: req.Model,
-		file: file, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+		files: []string{file, ext}, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
 		log: r.opts.Log.With().Str("backend", "pi").Int("pid", p.Pid()).Logger(),
 	}
 	go pp.read()
@@ -377,6 +409,44 @@ type piRPCRun struct {
 	tools                               int // tool calls started and not finished
 	modelOutput                         bool
 	garbage                             garbageLog
+
+	// approve is the turn's Request.Approve; pending holds the approvals
+	// being asked, by dialog id, and verdicts brings their answers to the
+	// turn's loop. stoppedByDenial is set when a denial also stopped the
+	// turn.
+	approve         ApproveFunc
+	pending         map[string]context.CancelCauseFunc
+	verdicts        chan piRPCVerdict
+	stoppedByDenial bool
+}
+
+// piRPCVerdict is Request.Approve's answer to one approval dialog.
+type piRPCVerdict struct {
+	id string
+	v  Verdict
+}
+
+// ask shows the approval a dialog asks for: Request.Approve runs on its
+// own goroutine, and its verdict reaches the turn's loop unless the turn
+// has withdrawn the question meanwhile.
+func (t *piRPCRun) ask(ctx context.Context, id string, a Approval) {
+	actx, cancel := context.WithCancelCause(ctx)
+	t.pending[id] = cancel
+	go func() {
+		v := t.approve(actx, a)
+		select {
+		case t.verdicts <- piRPCVerdict{id: id, v: v}:
+		case <-actx.Done():
+		}
+	}()
+}
+
+// withdraw ends the approvals still asked (the turn is over).
+func (t *piRPCRun) withdraw() {
+	for id, cancel := range t.pending {
+		cancel(ErrApprovalWithdrawn)
+		delete(t.pending, id)
+	}
 }
 
 // turn runs one prompt on pp: writes it, emits its events, settles its
@@ -389,7 +459,9 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 	if pp.exited.Load() {
 		return piRPCOutcome{err: errPiRPCGone, retry: true}
 	}
-	t := &piRPCRun{pp: pp, emit: emit, turn: newPiRPCTurn()}
+	t := &piRPCRun{pp: pp, emit: emit, turn: newPiRPCTurn(),
+		approve: req.Approve, pending: map[string]context.CancelCauseFunc{}, verdicts: make(chan piRPCVerdict)}
+	defer t.withdraw()
 	for _, ev := range t.turn.Start(pp.session) {
 		emit(ev)
 	}
@@ -407,6 +479,18 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 
 	done := ctx.Done()
 	var abortC <-chan time.Time
+	abort := func() {
+		pp.setSteerable(false)
+		t.abortID = pp.nextID("abort")
+		if err := pp.write(piRPCCommand(t.abortID, "abort")); err != nil {
+			pp.log.Debug().Err(err).Msg("could not send the abort")
+		}
+		wait := r.opts.Warm.InterruptWait
+		if wait <= 0 {
+			wait = DefaultInterruptWait
+		}
+		abortC = clock.After(wait)
+	}
 	for {
 		select {
 		case line, ok := <-pp.lines:
@@ -424,16 +508,23 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 			}
 		case <-done:
 			done = nil
-			pp.setSteerable(false)
-			t.abortID = pp.nextID("abort")
-			if err := pp.write(piRPCCommand(t.abortID, "abort")); err != nil {
-				pp.log.Debug().Err(err).Msg("could not send the abort")
+			if t.abortID == "" {
+				abort()
 			}
-			wait := r.opts.Warm.InterruptWait
-			if wait <= 0 {
-				wait = DefaultInterruptWait
+		case d := <-t.verdicts:
+			if _, ok := t.pending[d.id]; !ok {
+				continue // withdrawn meanwhile
 			}
-			abortC = clock.After(wait)
+			delete(t.pending, d.id)
+			if err := pp.write(piRPCDialogAnswer(d.id, piApproveAnswer(d.v))); err != nil {
+				pp.log.Debug().Err(err).Msg("could not answer the approval dialog")
+			}
+			if !d.v.Allow && d.v.Interrupt && t.abortID == "" {
+				// Denied and stopped: pi blocks the call, then aborts
+				// the run; the process and its session stay.
+				t.stoppedByDenial = true
+				abort()
+			}
 		case <-abortC:
 			pp.log.Info().Msg("pi did not answer the abort in time; killing its process group")
 			pp.warmClose("abort not answered")
@@ -490,6 +581,10 @@ func (t *piRPCRun) line(ctx context.Context, line []byte) (out piRPCOutcome, ove
 	case piRPCResponse:
 		return t.response(ctx, l)
 	case piRPCDialog:
+		if a, ok := parsePiApproval(l.Title); ok && l.Method == "select" && t.approve != nil {
+			t.ask(ctx, l.ID, a)
+			return out, false
+		}
 		t.pp.log.Info().Str("method", l.Method).Str("title", l.Title).
 			Msg("a pi extension asked the user something; the gateway cannot show it and dismissed it")
 		if err := t.pp.write(piRPCDialogCancel(l.ID)); err != nil {
@@ -603,6 +698,10 @@ func (t *piRPCRun) finished(ctx context.Context) piRPCOutcome {
 	if ctx.Err() != nil {
 		// Stopped softly: the process and its session stay.
 		return piRPCOutcome{res: res, err: t.stopError(ctx), reusable: true}
+	}
+	if t.stoppedByDenial {
+		e := &Error{Kind: KindCanceled, Message: "the user denied a tool call and stopped the turn", ModelOutput: t.modelOutput || t.turn.Answered()}
+		return piRPCOutcome{res: res, err: e, reusable: true}
 	}
 	var e *Error
 	if errors.As(resErr, &e) {

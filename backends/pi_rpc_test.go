@@ -26,6 +26,9 @@ import (
 //	die_once  the first process to take a prompt exits 3 mid-turn
 //	hang_once the first prompt gets agent_start and nothing more
 //	dialog    an extension's confirm dialog before the answer; the reply is recorded
+//	approve   bash starts and the approval extension's dialog asks about it;
+//	          the reply is recorded, and a denial ends the tool with an error
+//	approve_stop  the same, then the next command (the abort) ends the run
 //	refuse    the prompt is refused (no API key)
 //	steer     a prompt waits; a steer command is taken in and answered
 //
@@ -67,6 +70,23 @@ while IFS= read -r line; do
     dialog)
       echo '{"type":"extension_ui_request","id":"ui-1","method":"confirm","title":"Allow rm -rf?"}'
       IFS= read -r reply; printf '%%s\n' "$reply" >> "$d/stdin" ;;
+    approve|approve_stop)
+      echo '{"type":"tool_execution_start","toolCallId":"call-1","toolName":"bash","args":{"command":"rm -rf build"}}'
+      echo '{"type":"extension_ui_request","id":"ui-2","method":"select","title":"agent-gateway/approve {\"id\":\"call-1\",\"tool\":\"bash\",\"input\":{\"command\":\"rm -rf build\"},\"guarded\":false}","options":["allow","allow-session","deny"]}'
+      IFS= read -r reply; printf '%%s\n' "$reply" >> "$d/stdin"
+      case "$reply" in
+      *'"value":"allow'*) echo '{"type":"tool_execution_end","toolCallId":"call-1","toolName":"bash","result":{"content":[{"type":"text","text":"(no output)"}]},"isError":false}' ;;
+      *) echo '{"type":"tool_execution_end","toolCallId":"call-1","toolName":"bash","result":{"content":[{"type":"text","text":"denied"}]},"isError":true}' ;;
+      esac
+      if [ "$mode" = approve_stop ]; then
+        IFS= read -r line; printf '%%s\n' "$line" >> "$d/stdin"
+        id=$(printf '%%s' "$line" | sed -n 's/^{"id":"\([^"]*\)".*/\1/p')
+        msg='{"role":"assistant","content":[],"stopReason":"aborted","errorMessage":"Request was aborted."}'
+        echo "{\"type\":\"message_end\",\"message\":$msg}"
+        echo "{\"type\":\"agent_end\",\"messages\":[$msg]}"
+        ans "$id" abort ""
+        continue
+      fi ;;
 
     die_once)
       if [ ! -e "$d/died" ]; then touch "$d/died"; echo "fake pi crashed" >&2; exit 3; fi ;;
@@ -369,6 +389,13 @@ func TestPiRPCWants(t *testing.T) {
 	off := newPiRPC(Options{Warm: WarmOptions{Interactive: true}})
 	if off.wants(Request{Key: "c"}) {
 		t.Error("rpc mode without AGENT_KEEP_ALIVE")
+	}
+	asking := Request{Key: "c", PermissionMode: "default", Approve: func(context.Context, Approval) Verdict { return Verdict{} }}
+	if !off.wants(asking) {
+		t.Error("a turn that may ask for approvals does not use rpc mode without AGENT_KEEP_ALIVE")
+	}
+	if newPiRPC(Options{}).wants(asking) {
+		t.Error("rpc mode outside the gateway's interactive commands")
 	}
 }
 

@@ -569,3 +569,143 @@ func TestConformancePiRPCRuntimeWarm(t *testing.T) {
 		t.Errorf("second request: %d messages, persona %v", len(main[len(main)-1].Messages()), strings.Contains(main[len(main)-1].System(), "You are Conformo"))
 	}
 }
+
+// piApproveExtension writes the gateway's approval extension for pi into
+// a temp file.
+func piApproveExtension(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "backends", "pi_approve.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gateway-approve.js")
+	write(t, path, string(src))
+	return path
+}
+
+// The gateway's approval extension asks through a select dialog before
+// bash runs: allowed, the command runs; denied with a reason, the model
+// gets the reason as the tool's error; a write into .pi/ asks even when
+// write is not listed.
+func TestConformancePiRPCRawApproval(t *testing.T) {
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.ToolUse("bash", map[string]any{"command": "echo hi > out.txt"}),
+		fakeapi.Text("Done."),
+		fakeapi.ToolUse("bash", map[string]any{"command": "rm -rf /"}),
+		fakeapi.Text("Denied, fine."),
+		fakeapi.ToolUse("write", map[string]any{"path": ".pi/extensions/x.ts", "content": "export default function () {}\n"}),
+		fakeapi.Text("Not written."),
+		fakeapi.ToolUse("bash", map[string]any{"command": "sleep 1"}),
+		fakeapi.Text("After the abort."),
+	)
+	home := piRPCHome(t, api)
+	dir := t.TempDir()
+	r := startPiRPCRaw(t, home, dir, "-e", piApproveExtension(t), "--gateway-ask", "bash")
+	answer := func(value string) map[string]any {
+		t.Helper()
+		req := r.until("extension_ui_request", "")
+		for req["method"] != "select" {
+			req = r.until("extension_ui_request", "")
+		}
+		t.Logf("dialog: %v", req)
+		r.send(fmt.Sprintf(`{"type":"extension_ui_response","id":%q,"value":%q}`, req["id"], value))
+		return req
+	}
+	r.send(`{"id":"gw-1","type":"prompt","message":"Write hi to out.txt."}`)
+	answer("allow")
+	r.until("agent_end", "")
+	if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(b) != "hi\n" {
+		t.Errorf("out.txt = %q, %v; want the allowed command's output", b, err)
+	}
+	r.send(`{"id":"gw-2","type":"prompt","message":"Clean up."}`)
+	answer("deny:Denied in Discord by the user.")
+	r.until("agent_end", "")
+	r.send(`{"id":"gw-3","type":"prompt","message":"Add an extension."}`)
+	answer("deny:No.")
+	r.until("agent_end", "")
+	// Stopped while the dialog waits: the abort resolves it.
+	r.send(`{"id":"gw-4","type":"prompt","message":"Sleep."}`)
+	r.until("extension_ui_request", "")
+	r.send(`{"id":"gw-5","type":"abort"}`)
+	r.until("response", "abort")
+	r.send(`{"id":"gw-6","type":"prompt","message":"Go on."}`)
+	r.until("agent_end", "")
+	r.send(`{"id":"gw-7","type":"get_state"}`)
+	r.until("response", "get_state")
+	r.record("approval")
+	if _, err := os.Stat(filepath.Join(dir, ".pi")); err == nil {
+		t.Error("the denied write into .pi/ happened")
+	}
+	main := api.MainRequests()
+	if len(main) != 8 {
+		t.Fatalf("model requests = %d, want 8\n%s", len(main), api.Summary())
+	}
+	t.Logf("after the denial: %+v", main[3].Messages())
+}
+
+// Through the adapter with the real pi: bash waits for Request.Approve;
+// allowed, it runs; denied, pi gets the reason and the model goes on;
+// denied and stopped, the run ends and the next prompt goes on in the same
+// process and session.
+func TestConformancePiRPCApproval(t *testing.T) {
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.ToolUse("bash", map[string]any{"command": "echo hi > out.txt"}),
+		fakeapi.Text("Written."),
+		fakeapi.ToolUse("bash", map[string]any{"command": "rm out.txt"}),
+		fakeapi.Text("Kept it."),
+		fakeapi.ToolUse("bash", map[string]any{"command": "rm -rf ."}),
+		fakeapi.Text("never"),
+		fakeapi.Text("Still here."),
+	)
+	b := piRPCBackend(t, piRPCHome(t, api))
+	dir := t.TempDir()
+	var asked []backends.Approval
+	verdict := backends.Verdict{Allow: true}
+	req := func(prompt, session string) backends.Request {
+		r := piRPCReq(dir, prompt, session)
+		r.PermissionMode = "default"
+		r.Approve = func(_ context.Context, a backends.Approval) backends.Verdict {
+			asked = append(asked, a)
+			return verdict
+		}
+		return r
+	}
+	res, err := b.Run(context.Background(), req("Write hi.", ""), nil)
+	if err != nil || res.Text != "Written." {
+		t.Fatalf("allowed turn = %+v, %v\n%s", res, err, api.Summary())
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(got) != "hi\n" {
+		t.Errorf("out.txt = %q, %v", got, err)
+	}
+	if len(asked) != 1 || asked[0].Tool != "bash" || !strings.Contains(string(asked[0].Input), "echo hi > out.txt") {
+		t.Errorf("asked = %+v", asked)
+	}
+
+	verdict = backends.Verdict{Message: "Denied in Discord."}
+	res, err = b.Run(context.Background(), req("Remove it.", res.SessionID), nil)
+	if err != nil || res.Text != "Kept it." || !res.Warm {
+		t.Fatalf("denied turn = %+v, %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.txt")); err != nil {
+		t.Errorf("the denied command ran: %v", err)
+	}
+	main := api.MainRequests()
+	if got := main[3].Messages(); len(got) == 0 || got[len(got)-1].Text != "Denied in Discord." {
+		t.Errorf("the model was not told the denial: %+v", got)
+	}
+
+	verdict = backends.Verdict{Message: "Stopped.", Interrupt: true}
+	_, err = b.Run(context.Background(), req("Clean everything.", res.SessionID), nil)
+	var e *backends.Error
+	if !errors.As(err, &e) || e.Kind != backends.KindCanceled {
+		t.Fatalf("denied-and-stopped turn error = %v, want KindCanceled", err)
+	}
+	verdict = backends.Verdict{Allow: true}
+	res, err = b.Run(context.Background(), req("Are you there?", res.SessionID), nil)
+	if err != nil || !res.Warm || res.Text == "" {
+		t.Fatalf("turn after the stop = %+v, %v\n%s", res, err, api.Summary())
+	}
+	if w := piWarm(b); w.Processes != 1 {
+		t.Errorf("warm processes = %+v, want the one process kept throughout", w)
+	}
+}
