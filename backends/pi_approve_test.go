@@ -166,8 +166,21 @@ func TestPiRPCApprovalsWithoutKeepAlive(t *testing.T) {
 	if w := p.Warm(); w.Processes != 0 {
 		t.Errorf("Warm() = %+v, want no process kept", w)
 	}
-	ext := fake.starts()[0][slices.Index(fake.starts()[0], "-e")+1]
-	waitFor(t, 10*time.Second, "the extension file removed", func() bool { _, err := os.Stat(ext); return os.IsNotExist(err) })
+	// One extension file serves every process, and goes with the backend.
+	if _, err := p.Run(context.Background(), piApprovalRequest(t.TempDir(), a.approve(fake)), nil); err != nil {
+		t.Fatal(err)
+	}
+	starts := fake.starts()
+	ext := starts[0][slices.Index(starts[0], "-e")+1]
+	if len(starts) != 2 || starts[1][slices.Index(starts[1], "-e")+1] != ext {
+		t.Errorf("starts = %q, want two processes loading the same extension file", starts)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ext); !os.IsNotExist(err) {
+		t.Errorf("the extension file is still there after Close: %v", err)
+	}
 }
 
 func TestPiAskTools(t *testing.T) {

@@ -37,6 +37,42 @@ type piRPC struct {
 	opts Options
 	run  runner
 	pool *warmPool[*piRPCProc]
+
+	// extMu guards ext, the approval extension's file, written once for
+	// every process: pi compiles an extension into a cache file named by
+	// its path, so one path keeps that cache from growing with each start.
+	extMu sync.Mutex
+	ext   string
+}
+
+// extension returns the approval extension's file, written when it is
+// not there yet (or was removed meanwhile, by a temp cleaner).
+func (r *piRPC) extension() (string, error) {
+	r.extMu.Lock()
+	defer r.extMu.Unlock()
+	if r.ext != "" {
+		if b, err := os.ReadFile(r.ext); err == nil && string(b) == piApproveJS {
+			return r.ext, nil
+		}
+		os.Remove(r.ext)
+	}
+	path, _, err := r.run.tempFile("pi-gateway-approve-*.js", piApproveJS)
+	if err != nil {
+		return "", err
+	}
+	r.ext = path
+	return path, nil
+}
+
+// close stops every process and removes the extension's file.
+func (r *piRPC) close() {
+	r.pool.close()
+	r.extMu.Lock()
+	defer r.extMu.Unlock()
+	if r.ext != "" {
+		os.Remove(r.ext)
+		r.ext = ""
+	}
 }
 
 func newPiRPC(opts Options) *piRPC {
@@ -70,11 +106,11 @@ const piRPCStartWait = 60 * time.Second
 // fields are used by one goroutine at a time (the pool hands a process to
 // one turn).
 type piRPCProc struct {
-	key      string   // the conversation it is kept for; "" for none
-	settings string   // what must match for reuse
-	session  string   // the session pi holds (get_state's sessionId)
-	model    string   // "provider/id" pi reported
-	files    []string // its own system prompt and extension files, removed at close ("" for none)
+	key      string // the conversation it is kept for; "" for none
+	settings string // what must match for reuse
+	session  string // the session pi holds (get_state's sessionId)
+	model    string // "provider/id" pi reported
+	file     string // its own copy of the system prompt file, removed at close
 	p        *proc.Process
 	kill     context.CancelFunc
 	stdin    io.WriteCloser
@@ -146,10 +182,8 @@ func (pp *piRPCProc) warmClose(why string) {
 		pp.kill()
 		go func() {
 			_, _ = pp.p.Wait()
-			for _, f := range pp.files {
-				if f != "" {
-					os.Remove(f)
-				}
+			if pp.file != "" {
+				os.Remove(pp.file)
 			}
 		}()
 	})
@@ -260,10 +294,10 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 			return nil, err
 		}
 	}
-	ext, removeExt := "", func() {}
+	ext := ""
 	if piAsks(req) {
 		var err error
-		if ext, removeExt, err = r.run.tempFile("pi-gateway-approve-*.js", piApproveJS); err != nil {
+		if ext, err = r.extension(); err != nil {
 			remove()
 			return nil, err
 		}
@@ -274,12 +308,11 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 	if err != nil {
 		kill()
 		remove()
-		removeExt()
 		return nil, err
 	}
 	pp := &piRPCProc{
 		key: req.Key, settings: piRPCSettings(bin, req), session: req.SessionID, model: req.Model,
-		files: []string{file, ext}, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+		file: file, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
 		log: r.opts.Log.With().Str("backend", "pi").Int("pid", p.Pid()).Logger(),
 	}
 	go pp.read()
@@ -811,7 +844,7 @@ func (p *Pi) Steer(key, text string) error {
 // which are then not kept.
 func (p *Pi) Close() error {
 	if p.rpc != nil {
-		p.rpc.pool.close()
+		p.rpc.close()
 	}
 	return nil
 }
