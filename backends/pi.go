@@ -41,8 +41,10 @@ const piLineMax = streamLineMax
 // group.
 //
 // pi has no permission prompts: every tool it has enabled runs without
-// asking. PERMISSION_MODE is therefore mapped onto the set of tools pi
-// enables (--tools), see piToolArgs. pi has no limit on agent turns, so
+// asking. A turn that may ask (Request.Approve) therefore runs on an RPC
+// process with the gateway's approval extension (pi_approve.go); in print
+// mode PERMISSION_MODE is mapped onto the set of tools pi enables
+// (--tools), see piToolArgs. pi has no limit on agent turns, so
 // Request.MaxTurns is not applied.
 type Pi struct {
 	opts Options
