@@ -25,6 +25,10 @@ type acpMapper struct {
 	// tools are the tool calls seen this turn by id: whether their result
 	// was reported already.
 	tools map[string]bool
+	// unshown are the calls announced without their input (opencode sends
+	// it with the call's in_progress update), by id with their name: the
+	// card gets the call once its input is known, or it runs or ends.
+	unshown map[string]string
 	// thinking is set while the agent's last update was a thought chunk,
 	// so that a run of thought chunks reports EventThinking once.
 	thinking bool
@@ -35,7 +39,7 @@ type acpMapper struct {
 }
 
 func newACPMapper(session string) *acpMapper {
-	return &acpMapper{session: session, tools: map[string]bool{}}
+	return &acpMapper{session: session, tools: map[string]bool{}, unshown: map[string]string{}}
 }
 
 // Map returns the events one update carries; most carry one or none.
@@ -79,17 +83,31 @@ func (m *acpMapper) toolCall(tc *acp.SessionUpdateToolCall) []Event {
 	if _, seen := m.tools[id]; seen {
 		// A repeated tool_call for the same id updates it.
 		st := tc.Status
-		return m.finish(id, tc.Title, &st)
+		var evs []Event
+		if name, ok := m.unshown[id]; ok && (!acpEmptyInput(tc.RawInput) || (st != "" && st != acp.ToolCallStatusPending)) {
+			delete(m.unshown, id)
+			evs = append(evs, m.use(id, name, tc.RawInput))
+		}
+		return append(evs, m.finish(id, tc.Title, &st)...)
 	}
-	evs := []Event{m.use(id, acpToolName(tc.Title, tc.Kind), tc.RawInput)}
 	st := tc.Status
+	name := acpToolName(tc.Title, tc.Kind)
+	if acpEmptyInput(tc.RawInput) && (st == "" || st == acp.ToolCallStatusPending) {
+		m.tools[id] = false
+		m.unshown[id] = name
+		return nil
+	}
+	evs := []Event{m.use(id, name, tc.RawInput)}
 	return append(evs, m.finish(id, tc.Title, &st)...)
 }
 
 func (m *acpMapper) toolCallUpdate(tu *acp.SessionToolCallUpdate) []Event {
 	id := string(tu.ToolCallId)
 	var evs []Event
-	if _, seen := m.tools[id]; !seen {
+	if name, ok := m.unshown[id]; ok && (!acpEmptyInput(tu.RawInput) || (tu.Status != nil && *tu.Status != acp.ToolCallStatusPending)) {
+		delete(m.unshown, id)
+		evs = append(evs, m.use(id, name, tu.RawInput))
+	} else if _, seen := m.tools[id]; !seen {
 		// An update for a call the turn has not seen (a call started in a
 		// turn that was cancelled, or an agent that skips tool_call).
 		title := ""
@@ -199,6 +217,13 @@ func acpToolName(title string, kind acp.ToolKind) string {
 		return string(kind)
 	}
 	return "tool"
+}
+
+// acpEmptyInput reports whether a tool's raw input says nothing: absent,
+// null or an empty object.
+func acpEmptyInput(raw any) bool {
+	in := acpRawJSON(raw)
+	return in == "" || in == "null" || in == "{}"
 }
 
 // acpRawJSON is a tool's raw input as JSON text, empty when there is none.

@@ -72,6 +72,13 @@ func TestACPMapper(t *testing.T) {
 		{"an update for a call not seen starts it", []acp.SessionUpdate{
 			acp.UpdateToolCall("t3", acp.WithUpdateTitle("grep"), acp.WithUpdateStatus(completed)),
 		}, []string{"tool_use t3|grep", "tool_result t3|grep"}},
+		{"a call announced without its input waits for it", []acp.SessionUpdate{
+			acp.StartToolCall("t5", "write", acp.WithStartKind(acp.ToolKindEdit), acp.WithStartStatus(acp.ToolCallStatusPending),
+				acp.WithStartRawInput(map[string]any{})),
+			acp.UpdateToolCall("t5", acp.WithUpdateStatus(acp.ToolCallStatusInProgress),
+				acp.WithUpdateRawInput(map[string]any{"filePath": "out.txt"})),
+			acp.UpdateToolCall("t5", acp.WithUpdateStatus(completed), acp.WithUpdateTitle("out.txt")),
+		}, []string{`tool_use t5|write {"filePath":"out.txt"}`, "tool_result t5|out.txt"}},
 		{"a call reported done at once", []acp.SessionUpdate{
 			acp.StartToolCall("t4", "Write a.txt", acp.WithStartStatus(completed)),
 		}, []string{"tool_use t4|Write a.txt", "tool_result t4|Write a.txt"}},
@@ -174,6 +181,7 @@ func TestACPMapperRecorded(t *testing.T) {
 		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
 			updates := acpRecordedUpdates(t, f)
 			mappers := map[string]*acpMapper{}
+			inputs := map[string]string{}
 			var tools int
 			for _, n := range updates {
 				m := mappers[string(n.SessionId)]
@@ -187,11 +195,20 @@ func TestACPMapperRecorded(t *testing.T) {
 					}
 					if e.Kind == EventToolUse {
 						tools++
+						inputs[string(n.SessionId)+"/"+e.Tool.ID] = e.Tool.Input
 					}
 				}
 			}
 			if want := acpRecordedToolCalls(updates); tools != want {
 				t.Errorf("%d tool uses, want %d (one per tool call id)", tools, want)
+			}
+			// The card shows what a call works on: a call whose input the
+			// agent sent at all (opencode sends it with the call's
+			// in_progress update, not its first announcement) carries it.
+			for id := range acpRecordedInputs(updates) {
+				if in := inputs[id]; in == "" || in == "{}" {
+					t.Errorf("tool call %s reached the card with input %q", id, in)
+				}
 			}
 		})
 	}
@@ -277,4 +294,26 @@ func FuzzACPMapper(f *testing.F) {
 		}
 		_ = m.Result(acp.PromptResponse{})
 	})
+}
+
+// acpRecordedInputs names the tool calls (session/id) any update of which
+// carried a non-empty rawInput.
+func acpRecordedInputs(updates []acp.SessionNotification) map[string]bool {
+	ids := map[string]bool{}
+	for _, n := range updates {
+		var id string
+		var raw any
+		switch {
+		case n.Update.ToolCall != nil:
+			id, raw = string(n.Update.ToolCall.ToolCallId), n.Update.ToolCall.RawInput
+		case n.Update.ToolCallUpdate != nil:
+			id, raw = string(n.Update.ToolCallUpdate.ToolCallId), n.Update.ToolCallUpdate.RawInput
+		default:
+			continue
+		}
+		if in := acpRawJSON(raw); in != "" && in != "{}" {
+			ids[string(n.SessionId)+"/"+id] = true
+		}
+	}
+	return ids
 }
