@@ -8,10 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +44,7 @@ const ACPCommandEnv = "ACP_COMMAND"
 type ACP struct {
 	name   string
 	opts   Options
+	run    runner // starts the agent: its binary's errors, env and group
 	launch acpLauncher
 	pool   *warmPool[*acpProc]
 }
@@ -84,19 +83,25 @@ type acpLauncher func(ctx context.Context, req Request) (acpLaunch, error)
 var acpEnvAllow = slices.Concat([]string{"ACP_*", "NO_COLOR"},
 	claudeEnvAllow, codexEnvAllow, geminiEnvAllow, opencodeEnvAllow, piEnvAllow)
 
+// acpCLI is what the runner knows of an agent ACP_COMMAND names: there is
+// no package to install, so a missing binary points at the command line.
+var acpCLI = cliSpec{name: "acp", envAllow: acpEnvAllow, missing: func(bin string) string {
+	return fmt.Sprintf("acp agent %q not found: install it or fix its command in %s", bin, ACPCommandEnv)
+}}
+
 // NewACP returns the generic ACP adapter: opts.Command is the agent's
 // command line, or else ACP_COMMAND in opts.Env, split like a shell would
 // split words but without one. The agent sees the provider variables (acpEnvAllow),
 // and the persona reaches it as the first
 // block of a new session's first prompt.
 func NewACP(opts Options) *ACP {
-	opts.Env = opts.userEnv(opts.Env)
-	argv := opts.Command
+	a := newACP(acpCLI, opts, nil)
+	argv := a.opts.Command
 	var splitErr error
 	if len(argv) == 0 {
-		argv, splitErr = SplitCommand(envValue(opts.Env, ACPCommandEnv))
+		argv, splitErr = SplitCommand(envValue(a.opts.Env, ACPCommandEnv))
 	}
-	launch := func(_ context.Context, req Request) (acpLaunch, error) {
+	a.launch = func(_ context.Context, req Request) (acpLaunch, error) {
 		if splitErr != nil {
 			return acpLaunch{}, &Error{Kind: KindInvalid, Message: "ACP_COMMAND: " + splitErr.Error(), Err: splitErr}
 		}
@@ -107,18 +112,21 @@ func NewACP(opts Options) *ACP {
 		if err != nil {
 			return acpLaunch{}, err
 		}
-		env := FilterEnv(opts.Env, acpEnvAllow, []string{ACPCommandEnv})
+		env := a.run.env(nil, []string{ACPCommandEnv})
 		return acpLaunch{
 			Path: argv[0], Args: argv[1:], Env: env, Persona: persona,
 			Settings: acpSettings(req.WorkDir, argv, env),
 		}, nil
 	}
-	return newACP("acp", opts, launch)
+	return a
 }
 
-func newACP(name string, opts Options, launch acpLauncher) *ACP {
-	a := &ACP{name: name, opts: opts, launch: launch}
-	a.pool = newWarmPool[*acpProc](name, opts.Warm, opts.Log)
+// newACP returns the ACP adapter of cli, whose processes launch prepares.
+// opts.Env becomes what the agent's user should see (see newRunner).
+func newACP(cli cliSpec, opts Options, launch acpLauncher) *ACP {
+	a := &ACP{name: cli.name, opts: opts, launch: launch}
+	a.run = newRunner(cli, &a.opts)
+	a.pool = newWarmPool[*acpProc](cli.name, a.opts.Warm, a.opts.Log)
 	return a
 }
 
@@ -224,34 +232,23 @@ func (p *acpProc) warmExited() bool     { return p.exited() }
 func (p *acpProc) warmClose(why string) { p.close(why) }
 func (p *acpProc) warmWait()            { _, _ = p.p.Wait() }
 
-// start spawns the agent and initializes the connection.
+// start spawns the agent and initializes the connection. The process
+// outlives the turn's ctx: it is kept for the conversation.
 func (a *ACP) start(ctx context.Context, req Request, l acpLaunch) (*acpProc, error) {
 	pctx, kill := context.WithCancel(context.Background())
-	p, err := proc.Start(pctx, proc.Spec{
-		Path:       l.Path,
-		Args:       l.Args,
-		Dir:        req.WorkDir,
-		Env:        l.Env,
-		StdinPipe:  true,
-		Grace:      a.opts.KillGrace,
-		Credential: a.opts.credential(),
-		Owner:      a.opts.Owner,
-	})
+	p, err := a.run.start(pctx, runSpec{bin: l.Path, args: l.Args, dir: req.WorkDir, env: l.Env, stdinPipe: true})
 	if err != nil {
 		kill()
 		if l.Cleanup != nil {
 			l.Cleanup()
 		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return nil, &Error{Kind: KindNotFound, Message: fmt.Sprintf("%s agent %q not found: install it or fix its command", a.name, l.Path), Err: err}
-		}
-		return nil, &Error{Kind: KindCrashed, Message: "start " + a.name + " agent", Err: err}
+		return nil, err
 	}
 	client := &acpClient{}
 	ap := &acpProc{
 		key: req.Key, settings: l.Settings, p: p, kill: kill, client: client, cleanup: l.Cleanup, systemFile: l.SystemFile,
 		conn: acp.NewClientSideConnection(client, p.Stdin(), p.Stdout()),
-		log:  a.opts.Log.With().Str("backend", a.name).Int("pid", p.Pid()).Logger(),
+		log:  a.run.log().With().Int("pid", p.Pid()).Logger(),
 	}
 	ap.conn.SetLogger(slog.New(slog.DiscardHandler))
 	go func() { // the connection ends when stdout does; the process must go too
@@ -640,28 +637,6 @@ func acpBinary(configured, name string) string {
 		return configured
 	}
 	return name
-}
-
-// acpTempFile writes text to a new temporary file the agent's user may
-// read, and returns it with the function that removes it.
-func acpTempFile(opts Options, pattern, text string) (string, func(), error) {
-	f, err := os.CreateTemp("", pattern)
-	if err != nil {
-		return "", nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: err}
-	}
-	remove := func() { os.Remove(f.Name()) }
-	_, werr := f.WriteString(text)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = opts.share(f.Name())
-	}
-	if werr != nil {
-		remove()
-		return "", nil, &Error{Kind: KindExecution, Message: "write system prompt file", Err: werr}
-	}
-	return f.Name(), remove, nil
 }
 
 // acpSettings is a short fingerprint of the parts.

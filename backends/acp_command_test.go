@@ -1,8 +1,11 @@
 package backends
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -65,4 +68,41 @@ func FuzzSplitCommand(f *testing.F) {
 			t.Fatalf("%q -> %q -> %q", line, words, again)
 		}
 	})
+}
+
+// An agent that is not there says what to fix: the command line the user
+// gave (ACP_COMMAND) for the generic adapter, the package to install for
+// gemini and opencode over ACP.
+func TestACPAgentNotFound(t *testing.T) {
+	emptyPath := "PATH=" + t.TempDir()
+	interactive := WarmOptions{Interactive: true, KeepAlive: time.Minute}
+	for _, tc := range []struct {
+		name    string
+		backend Backend
+		want    []string
+	}{
+		{"acp, a name not on PATH", NewACP(Options{Env: []string{emptyPath, "ACP_COMMAND=no-such-acp-agent --acp"}, Warm: interactive}),
+			[]string{`"no-such-acp-agent"`, "ACP_COMMAND"}},
+		{"acp, a path that does not exist", NewACP(Options{Env: []string{emptyPath, "ACP_COMMAND=/no/such/dir/agent --acp"}, Warm: interactive}),
+			[]string{`"/no/such/dir/agent"`, "ACP_COMMAND"}},
+		{"gemini over ACP", NewGemini(Options{Env: []string{emptyPath}, Warm: interactive}),
+			[]string{"npm i -g @google/gemini-cli"}},
+		{"opencode over ACP", NewOpencode(Options{Env: []string{emptyPath}, Warm: interactive}),
+			[]string{"npm i -g opencode-ai"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PATH", strings.TrimPrefix(emptyPath, "PATH="))
+			t.Cleanup(func() { _ = tc.backend.(interface{ Close() error }).Close() })
+			_, err := tc.backend.Run(context.Background(), Request{Prompt: "x", Key: "chan", WorkDir: t.TempDir()}, nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != KindNotFound {
+				t.Fatalf("Run = %v, want %s", err, KindNotFound)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(e.Message, want) {
+					t.Errorf("message %q does not say %q", e.Message, want)
+				}
+			}
+		})
+	}
 }

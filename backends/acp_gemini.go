@@ -17,7 +17,7 @@ func useACP(warm WarmOptions, req Request) bool {
 // acpGemini is the ACP adapter for `gemini --acp`, with the flags and the
 // system prompt file of the headless runs.
 func acpGemini(g *Gemini) *ACP {
-	return newACP("gemini", g.opts, func(ctx context.Context, req Request) (acpLaunch, error) {
+	return newACP(geminiCLI, g.opts, func(ctx context.Context, req Request) (acpLaunch, error) {
 		bin, err := g.binary()
 		if err != nil {
 			return acpLaunch{}, err

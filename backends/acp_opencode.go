@@ -11,7 +11,7 @@ import (
 // OPENCODE_PERMISSION) and the model in the configuration, as the acp
 // command takes no --model.
 func acpOpencode(o *Opencode) *ACP {
-	return newACP("opencode", o.opts, func(_ context.Context, req Request) (acpLaunch, error) {
+	return newACP(opencodeCLI, o.opts, func(_ context.Context, req Request) (acpLaunch, error) {
 		bin := acpBinary(o.opts.Binary, "opencode")
 		persona, err := geminiPersona(req)
 		if err != nil {
@@ -22,7 +22,7 @@ func acpOpencode(o *Opencode) *ACP {
 		var promptFile string
 		cleanup := func() {}
 		if persona != "" {
-			if promptFile, cleanup, err = acpTempFile(o.opts, "opencode-acp-system-*.md", persona); err != nil {
+			if promptFile, cleanup, err = o.run.tempFile("opencode-acp-system-*.md", persona); err != nil {
 				return acpLaunch{}, err
 			}
 		}

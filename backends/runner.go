@@ -33,6 +33,10 @@ type cliSpec struct {
 	// install says how to get the CLI, for the not-found error
 	// ("npm i -g @anthropic-ai/claude-code").
 	install string
+	// missing, when set, is the not-found text for bin instead of the
+	// install hint: an agent the user names by its command line
+	// (ACP_COMMAND) is no package to install.
+	missing func(bin string) string
 	// envAllow names the variables the CLI may see beyond baseEnv (see
 	// FilterEnv).
 	envAllow []string
@@ -86,12 +90,14 @@ func (r runner) binary() (string, error) {
 	return path, nil
 }
 
+// notFound is the error of a binary that is not there: the CLI's own
+// text, or how to install it.
 func (r runner) notFound(bin string, err error) *Error {
-	return &Error{
-		Kind:    KindNotFound,
-		Message: fmt.Sprintf("%s CLI %q not found: install with %s or set AGENT_CLI_PATH", r.cli.name, bin, r.cli.install),
-		Err:     err,
+	msg := fmt.Sprintf("%s CLI %q not found: install with %s or set AGENT_CLI_PATH", r.cli.name, bin, r.cli.install)
+	if r.cli.missing != nil {
+		msg = r.cli.missing(bin)
 	}
+	return &Error{Kind: KindNotFound, Message: msg, Err: err}
 }
 
 // env is the CLI's environment: Options.Env filtered by baseEnv, the

@@ -143,3 +143,20 @@ func TestStreamErrorCopiesWithStderr(t *testing.T) {
 		t.Error("a plain error became an *Error")
 	}
 }
+
+// A CLI with its own not-found text (an agent the user names by its
+// command line) says that, not how to install a package.
+func TestRunnerStartNotFoundUsesTheCLIsText(t *testing.T) {
+	cli := cliSpec{name: "agent", install: "npm i -g agent", missing: func(bin string) string { return bin + " is missing: fix AGENT_CMD" }}
+	r := newRunner(cli, &Options{})
+	for _, bin := range []string{"no-such-agent-here", filepath.Join(t.TempDir(), "agent")} {
+		_, err := r.start(context.Background(), runSpec{bin: bin})
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != KindNotFound || e.Message != bin+" is missing: fix AGENT_CMD" {
+			t.Errorf("start(%s) = %v, want KindNotFound with the CLI's own text", bin, err)
+		}
+	}
+	if _, err := newRunner(cli, &Options{Binary: "no-such-agent-here"}).binary(); err == nil || !strings.Contains(err.Error(), "fix AGENT_CMD") {
+		t.Errorf("binary() = %v, want the CLI's own text", err)
+	}
+}
