@@ -1,7 +1,6 @@
 package backends
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -84,10 +83,7 @@ type claudeProc struct {
 	p        *proc.Process
 	kill     context.CancelFunc
 	stdin    io.WriteCloser
-	lines    chan []byte // stdout lines; closed at EOF
-	exited   atomic.Bool // stdout has ended: the process is gone or going
-	skipped  int         // overlong lines, written before lines is closed
-	scanErr  error       // read error, written before lines is closed
+	linePipe // stdout: lines, exited, skipped, scanErr
 	reqSeq   atomic.Uint64
 	log      zerolog.Logger
 	closed   sync.Once
@@ -158,11 +154,11 @@ func (c *Claude) spawn(bin string, req Request, approvals bool) (*claudeProc, er
 	}
 	cp := &claudeProc{
 		key: req.Key, settings: settingsKey(bin, req, approvals), model: req.Model, session: req.SessionID,
-		file: file, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+		file: file, p: p, kill: kill, stdin: p.Stdin(),
 		log:     c.opts.Log.With().Str("backend", "claude").Int("pid", p.Pid()).Logger(),
 		spawned: c.clock().Now(),
 	}
-	go cp.read()
+	cp.read()
 	cp.log.Debug().Bool("approvals", approvals).Msg("claude process started")
 	return cp, nil
 }
@@ -180,21 +176,9 @@ func systemText(req Request) string {
 	return ""
 }
 
-// read copies stdout into lines until it ends.
+// read starts copying stdout into lines until it ends.
 func (cp *claudeProc) read() {
-	split := &lineSplitter{max: claudeLineMax}
-	sc := bufio.NewScanner(cp.p.Stdout())
-	sc.Buffer(make([]byte, 0, claudeLineStart), claudeLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		cp.lines <- bytes.Clone(sc.Bytes())
-	}
-	if cp.scanErr = sc.Err(); cp.scanErr != nil {
-		_, _ = io.Copy(io.Discard, cp.p.Stdout())
-	}
-	cp.skipped = split.skipped
-	cp.exited.Store(true)
-	close(cp.lines)
+	cp.readLines(cp.p.Stdout(), claudeLineStart, claudeLineMax, nil)
 }
 
 // write sends one line to stdin.

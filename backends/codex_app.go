@@ -1,8 +1,6 @@
 package backends
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,8 +51,7 @@ type codexAppProc struct {
 	p        *proc.Process
 	kill     context.CancelFunc
 	stdin    io.WriteCloser
-	lines    chan []byte // stdout lines; closed at EOF
-	exited   atomic.Bool
+	linePipe // stdout: lines, exited, skipped, scanErr
 	seq      atomic.Int64
 	writeMu  sync.Mutex // serialises writes to stdin
 	closed   sync.Once
@@ -207,9 +204,9 @@ func (c *Codex) spawnApp(ctx context.Context, bin string, args, env []string, re
 		kill()
 		return nil, err
 	}
-	cp := &codexAppProc{p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+	cp := &codexAppProc{p: p, kill: kill, stdin: p.Stdin(),
 		log: c.opts.Log.With().Str("backend", "codex").Int("pid", p.Pid()).Logger()}
-	go cp.read()
+	cp.read()
 	_, err = cp.call(ctx, c.clock(), "initialize", map[string]any{
 		"clientInfo":   map[string]any{"name": "agent-gateway", "title": "Agent gateway", "version": "1"},
 		"capabilities": map[string]any{"experimentalApi": false, "requestAttestation": false},
@@ -249,25 +246,18 @@ func (c *Codex) appStartError(ctx context.Context, cp *codexAppProc, what string
 	return &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: err}
 }
 
-// read copies stdout into lines until it ends.
-// An overlong line (a huge command output) is skipped, not fatal.
+// read starts copying stdout into lines until it ends.
+// An overlong line (a huge command output) is skipped, not fatal; what was
+// skipped and a read error are logged.
 func (cp *codexAppProc) read() {
-	split := &lineSplitter{max: codexLineMax}
-	sc := bufio.NewScanner(cp.p.Stdout())
-	sc.Buffer(make([]byte, 0, codexLineStart), codexLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		cp.lines <- bytes.Clone(sc.Bytes())
-	}
-	if split.skipped > 0 {
-		cp.log.Warn().Int("skipped", split.skipped).Int("max_bytes", codexLineMax).Msg("skipped codex app-server output lines over the size limit")
-	}
-	if err := sc.Err(); err != nil {
-		cp.log.Warn().Err(err).Msg("stopped reading codex app-server output")
-		_, _ = io.Copy(io.Discard, cp.p.Stdout())
-	}
-	cp.exited.Store(true)
-	close(cp.lines)
+	cp.readLines(cp.p.Stdout(), codexLineStart, codexLineMax, func() {
+		if cp.skipped > 0 {
+			cp.log.Warn().Int("skipped", cp.skipped).Int("max_bytes", codexLineMax).Msg("skipped codex app-server output lines over the size limit")
+		}
+		if cp.scanErr != nil {
+			cp.log.Warn().Err(cp.scanErr).Msg("stopped reading codex app-server output")
+		}
+	})
 }
 
 func (cp *codexAppProc) write(line []byte) error {

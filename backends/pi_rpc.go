@@ -1,8 +1,6 @@
 package backends
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -114,10 +112,7 @@ type piRPCProc struct {
 	p        *proc.Process
 	kill     context.CancelFunc
 	stdin    io.WriteCloser
-	lines    chan []byte // stdout lines; closed at EOF
-	exited   atomic.Bool // stdout has ended
-	skipped  int         // overlong lines, written before lines is closed
-	scanErr  error       // read error, written before lines is closed
+	linePipe // stdout: lines, exited, skipped, scanErr
 	seq      atomic.Uint64
 	log      zerolog.Logger
 	closed   sync.Once
@@ -312,10 +307,10 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 	}
 	pp := &piRPCProc{
 		key: req.Key, settings: piRPCSettings(bin, req), session: req.SessionID, model: req.Model,
-		file: file, p: p, kill: kill, stdin: p.Stdin(), lines: make(chan []byte, 64),
+		file: file, p: p, kill: kill, stdin: p.Stdin(),
 		log: r.opts.Log.With().Str("backend", "pi").Int("pid", p.Pid()).Logger(),
 	}
-	go pp.read()
+	pp.read()
 	if err := r.handshake(ctx, pp); err != nil {
 		pp.warmClose("did not start")
 		return nil, err
@@ -378,22 +373,10 @@ func (r *piRPC) startFailure(ctx context.Context, pp *piRPCProc) error {
 	return &Error{Kind: KindCrashed, Message: msg, Stderr: stderr, Err: waitErr}
 }
 
-// read copies stdout into lines until it ends. Lines are split on \n only,
-// as pi's protocol asks (a JSON string may hold U+2028).
+// read starts copying stdout into lines until it ends. Lines are split on
+// \n only, as pi's protocol asks (a JSON string may hold U+2028).
 func (pp *piRPCProc) read() {
-	split := &lineSplitter{max: piRPCLineMax}
-	sc := bufio.NewScanner(pp.p.Stdout())
-	sc.Buffer(make([]byte, 0, 64<<10), piRPCLineMax)
-	sc.Split(split.split)
-	for sc.Scan() {
-		pp.lines <- bytes.Clone(sc.Bytes())
-	}
-	if pp.scanErr = sc.Err(); pp.scanErr != nil {
-		_, _ = io.Copy(io.Discard, pp.p.Stdout())
-	}
-	pp.skipped = split.skipped
-	pp.exited.Store(true)
-	close(pp.lines)
+	pp.readLines(pp.p.Stdout(), 64<<10, piRPCLineMax, nil)
 }
 
 // piRPCLineMax bounds a line of pi's stdout: every message_update repeats
