@@ -1,0 +1,375 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/diamondburned/arikawa/v3/discord"
+
+	"github.com/agentgateway/gateway/internal/fakeapi"
+	"github.com/agentgateway/gateway/internal/fakediscord"
+)
+
+// The built `gateway run` against the fake Discord, once per backend that
+// keeps warm processes over a protocol (codex app-server, gemini and
+// opencode over ACP, any ACP agent, pi --mode rpc), with what a Discord
+// user sees: a risky tool call asks under the prompt and only the author's
+// answer counts; the next prompt is answered on the same process and
+// session; Stop on the turn card ends a held turn and keeps the session.
+
+// discordBackend is one backend's settings for `gateway run` and its fake
+// model API.
+type discordBackend struct {
+	name string
+	// start starts the fake model API with turns and returns it and the
+	// gateway settings that select the backend and point its CLI (whose
+	// HOME is home) at the API.
+	start func(t *testing.T, home string, turns ...fakeapi.Turn) (discordModelAPI, []string)
+	// risky is the model's tool call that writes target (an absolute
+	// path in the agent's working directory), in the CLI's own tool.
+	risky func(target string) fakeapi.Turn
+	// questionBug, when set, is a known flaw of the approval question's
+	// text that skips the check of it.
+	questionBug string
+}
+
+// discordModelAPI is what the scenario reads of any fake model API.
+type discordModelAPI interface {
+	Summary() string
+	// mainBodies lists the bodies of the main requests so far.
+	mainBodies() []string
+}
+
+// mainBodiesOf adapts a fake whose requests embed fakeapi.Exchange.
+type mainBodiesOf[R any] struct {
+	summary func() string
+	main    func() []R
+	body    func(R) []byte
+}
+
+func (m mainBodiesOf[R]) Summary() string { return m.summary() }
+
+func (m mainBodiesOf[R]) mainBodies() []string {
+	var out []string
+	for _, r := range m.main() {
+		out = append(out, string(m.body(r)))
+	}
+	return out
+}
+
+func discordBackends() []discordBackend {
+	geminiWrite := func(target string) fakeapi.Turn {
+		return fakeapi.ToolUse("write_file", map[string]any{"file_path": target, "content": "hello\n"})
+	}
+	return []discordBackend{
+		{name: "codex", start: discordCodex, risky: func(target string) fakeapi.Turn {
+			cmd, _ := json.Marshal(map[string]any{"cmd": "echo hello > " + filepath.Base(target)})
+			return fakeapi.Turn{ToolCalls: []fakeapi.ToolCall{{Name: "exec_command", Input: cmd}}}
+		}},
+		{name: "gemini", start: func(t *testing.T, home string, turns ...fakeapi.Turn) (discordModelAPI, []string) {
+			return discordGemini(t, home, false, turns...)
+		}, risky: geminiWrite},
+		{name: "acp", start: func(t *testing.T, home string, turns ...fakeapi.Turn) (discordModelAPI, []string) {
+			return discordGemini(t, home, true, turns...)
+		}, risky: geminiWrite},
+		{name: "opencode", start: discordOpencode, risky: func(target string) fakeapi.Turn {
+			return fakeapi.ToolUse("write", map[string]any{"filePath": target, "content": "hello\n"})
+		}, questionBug: "opencode's write question shows server paths: its title is the file's absolute path " +
+			"(\"the agent wants to use `/tmp/.../config/out.txt`\") and its detail a JSON block of opencode's " +
+			"permission input ({\"diff\": \"Index: /tmp/.../config/out.txt ...\", \"filepath\": \"/tmp/...\"}) " +
+			"instead of the relative File: line and diff the other backends get"},
+		{name: "pi", start: discordPi, risky: func(target string) fakeapi.Turn {
+			return fakeapi.ToolUse("bash", map[string]any{"command": "echo hello > " + filepath.Base(target)})
+		}},
+	}
+}
+
+// discordCodex: codex app-server against the fake Responses API through
+// OPENAI_BASE_URL, with config.toml as codexAppOptions writes it.
+func discordCodex(t *testing.T, home string, turns ...fakeapi.Turn) (discordModelAPI, []string) {
+	api := fakeapi.StartResponses(t, turns...)
+	opts := codexAppOptions(t, api, cliBinary(t, "codex"))
+	env := []string{"AGENT_BACKEND=codex", "AGENT_CLI_PATH=" + opts.Binary, "AGENT_MODEL=" + codexModel}
+	for _, kv := range opts.Env {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "HOME":
+			// The config is in its own HOME: copy it into the CLI's.
+			if err := os.CopyFS(home, os.DirFS(value)); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasPrefix(name, "OPENAI_"):
+			env = append(env, kv)
+		}
+	}
+	return mainBodiesOf[fakeapi.ResponsesRequest]{api.Summary, api.MainRequests,
+		func(r fakeapi.ResponsesRequest) []byte { return r.Body }}, env
+}
+
+// discordGemini: gemini with API-key auth against the fake Gemini API;
+// generic runs it as an operator configures any ACP agent.
+func discordGemini(t *testing.T, home string, generic bool, turns ...fakeapi.Turn) (discordModelAPI, []string) {
+	api := fakeapi.StartGemini(t, turns...)
+	acpWrite(t, filepath.Join(home, ".gemini", "settings.json"), geminiSettings)
+	env := []string{"GEMINI_API_KEY=" + geminiAPIKey, "GOOGLE_GEMINI_BASE_URL=" + api.URL(),
+		"GEMINI_CLI_TRUST_WORKSPACE=true", "TMPDIR=" + t.TempDir(), "AGENT_MODEL=" + geminiModel}
+	if generic {
+		env = append(env, "AGENT_BACKEND=acp", "ACP_COMMAND="+cliBinary(t, "gemini")+" --acp")
+	} else {
+		env = append(env, "AGENT_BACKEND=gemini", "AGENT_CLI_PATH="+cliBinary(t, "gemini"))
+	}
+	return mainBodiesOf[fakeapi.GeminiRequest]{api.Summary, api.MainRequests,
+		func(r fakeapi.GeminiRequest) []byte { return r.Body }}, env
+}
+
+// discordOpencode: opencode with the fake Chat Completions API as its
+// provider in opencode.json (the model comes from there).
+func discordOpencode(t *testing.T, home string, turns ...fakeapi.Turn) (discordModelAPI, []string) {
+	api := fakeapi.StartChat(t, turns...)
+	config, _ := json.Marshal(map[string]any{
+		"provider": map[string]any{"fake": map[string]any{
+			"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+			"options": map[string]any{"baseURL": api.BaseURL(), "apiKey": opencodeAPIKey, "timeout": 120000},
+			"models":  map[string]any{opencodeModel: map[string]any{"name": "Fake Model"}},
+		}},
+		"model": "fake/" + opencodeModel, "autoupdate": false, "share": "disabled",
+	})
+	acpWrite(t, filepath.Join(home, ".config", "opencode", "opencode.json"), string(config))
+	env := []string{"AGENT_BACKEND=opencode", "AGENT_CLI_PATH=" + cliBinary(t, "opencode"),
+		"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
+		"OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_DISABLE_SHARE=1"}
+	return mainBodiesOf[fakeapi.ChatRequest]{api.Summary, api.MainRequests,
+		func(r fakeapi.ChatRequest) []byte { return r.Body }}, env
+}
+
+// discordPi: pi --mode rpc with the fake Anthropic API as a provider in
+// models.json (ANTHROPIC_API_KEY comes from gatewayEnv).
+func discordPi(t *testing.T, home string, turns ...fakeapi.Turn) (discordModelAPI, []string) {
+	api := fakeapi.StartAnthropic(t, turns...)
+	own := piRPCHome(t, api)
+	if err := os.CopyFS(home, os.DirFS(own)); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"AGENT_BACKEND=pi", "AGENT_CLI_PATH=" + cliBinary(t, "pi"), "PI_OFFLINE=1", "AGENT_MODEL=" + piModel}
+	return mainBodiesOf[fakeapi.Request]{api.Summary, api.MainRequests,
+		func(r fakeapi.Request) []byte { return r.Body }}, env
+}
+
+func TestConformanceBackendsDiscord(t *testing.T) {
+	bin := buildGateway(t)
+	for _, b := range discordBackends() {
+		t.Run(b.name, func(t *testing.T) { discordScenario(t, bin, b) })
+	}
+}
+
+// discordScenario runs the three points in one channel of one gateway:
+// approval, warm second turn, Stop and the turn after it.
+func discordScenario(t *testing.T, bin string, b discordBackend) {
+	work := t.TempDir()
+	configDir := filepath.Join(work, "config")
+	if err := os.MkdirAll(configDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(configDir, "out.txt")
+	gate := make(chan struct{})
+	defer close(gate)
+	home := t.TempDir()
+	api, extra := b.start(t, home,
+		b.risky(target),
+		fakeapi.Text("Wrote out.txt."),
+		fakeapi.Text("Second answer."),
+		fakeapi.Turn{Text: "never", Gate: gate},
+		fakeapi.Text("After the stop."),
+	)
+	fd := fakediscord.Start(t)
+	_, channel := fd.AddGuild("conformance")
+	alice, bob := fd.User("alice"), fd.User("bob")
+	env := gatewayEnv(t, fd, "http://127.0.0.1:1", configDir,
+		append(extra, "HOME="+home, "PERMISSION_MODE=default", "TURN_CARD=receipt")...)
+	marker := "HOME=" + home
+	t.Cleanup(func() {
+		for _, pid := range processesWith(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	_, gatewayPid := discordGatewayRun(t, bin, work, env, api)
+	fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
+	mention := func(text string) discord.Message {
+		return fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" "+text, fd.Bot)
+	}
+	answered := func(prompt discord.Message, text string) func() bool {
+		return func() bool {
+			for _, m := range fd.BotMessages(channel) {
+				if strings.Contains(m.Content, text) && m.Reference != nil && m.Reference.MessageID == prompt.ID {
+					return true
+				}
+			}
+			return false
+		}
+	}
+
+	// 1. The approval.
+	first := mention("Write hello to out.txt.")
+	var ask fakediscord.Message
+	fd.Wait(t, "the approval question", 90*time.Second, func() bool {
+		for _, m := range fd.BotMessages(channel) {
+			if strings.Contains(m.Content, "the agent wants to use") && len(m.Buttons()) > 0 {
+				ask = m
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("question: %q", ask.Content)
+	if !strings.Contains(ask.Content, "<@"+alice.ID.String()+">") {
+		t.Errorf("question = %q, want the author named", ask.Content)
+	}
+	if ask.Reference == nil || ask.Reference.MessageID != first.ID {
+		t.Errorf("the question does not answer the prompt: %+v", ask.Reference)
+	}
+	t.Run("question", func(t *testing.T) {
+		if b.questionBug != "" {
+			t.Skip(b.questionBug)
+		}
+		if !strings.Contains(ask.Content, "out.txt") || strings.Contains(ask.Content, work) {
+			t.Errorf("question = %q, want the file or command named without the server's paths", ask.Content)
+		}
+	})
+	button := func(m fakediscord.Message, label string) string {
+		t.Helper()
+		for _, b := range m.Buttons() {
+			if b.Label == label {
+				return b.ID
+			}
+		}
+		t.Fatalf("no %q button in %+v", label, m.Buttons())
+		return ""
+	}
+	labels := func(m fakediscord.Message) []string {
+		var out []string
+		for _, b := range m.Buttons() {
+			out = append(out, b.Label)
+		}
+		return out
+	}
+	if got, want := labels(ask), []string{"Allow", "Allow for this session", "Deny", "Deny and stop"}; !slices.Equal(got, want) {
+		t.Errorf("buttons %q, want %q", got, want)
+	}
+	press := fd.Press(channel, ask.ID, bob, button(ask, "Allow"), discord.PermissionSendMessages)
+	fd.Wait(t, "the answer to bob's press", 30*time.Second, func() bool { return len(fd.Callbacks(press)) > 0 })
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("bob's press wrote the file")
+	}
+	if m, _ := fd.Message(channel, ask.ID); len(m.Buttons()) == 0 || m.Content != ask.Content {
+		t.Errorf("bob's press changed the question: %q with buttons %q", m.Content, labels(m))
+	}
+	fd.Press(channel, ask.ID, alice, button(ask, "Allow"), discord.PermissionSendMessages)
+	fd.Wait(t, "the first reply", 90*time.Second, answered(first, "Wrote out.txt."))
+	if got, err := os.ReadFile(target); err != nil || strings.TrimSpace(string(got)) != "hello" {
+		t.Errorf("out.txt = %q, %v; want the allowed write", got, err)
+	}
+	fd.Wait(t, "the question to say who allowed it", 30*time.Second, func() bool {
+		m, _ := fd.Message(channel, ask.ID)
+		return strings.HasPrefix(m.Content, "✅ Allowed by <@"+alice.ID.String()+">") && len(m.Buttons()) == 0
+	})
+	afterFirst := cliProcesses(marker, gatewayPid)
+	if len(afterFirst) == 0 {
+		t.Fatalf("no %s process left after the first turn: warm processes are on", b.name)
+	}
+
+	// 2. The warm second turn, in the same session.
+	second := mention("Say something else.")
+	fd.Wait(t, "the second reply", 90*time.Second, answered(second, "Second answer."))
+	bodies := api.mainBodies()
+	if last := bodies[len(bodies)-1]; !strings.Contains(last, "Write hello to out.txt.") || !strings.Contains(last, "Wrote out.txt.") {
+		t.Errorf("the second model request does not carry the first exchange:\n%.3000s", last)
+	}
+	afterSecond := cliProcesses(marker, gatewayPid)
+	if !slices.ContainsFunc(afterFirst, func(pid int) bool { return slices.Contains(afterSecond, pid) }) {
+		t.Errorf("the first turn's %s processes %v are gone after the second (%v): it did not run warm", b.name, afterFirst, afterSecond)
+	}
+	status := fd.Interact(channel, alice, "status", nil)
+	var statusText string
+	fd.Wait(t, "the /status answer", 30*time.Second, func() bool {
+		for _, a := range fd.Answers() {
+			if a.Interaction == status {
+				statusText = a.Content
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(statusText, "Warm agent processes: 1 of") {
+		t.Errorf("/status = %q, want one warm process", statusText)
+	}
+
+	// 3. Stop on the card while the model holds its answer.
+	held := mention("Take your time.")
+	fd.Wait(t, "the held model request", 60*time.Second, func() bool { return len(api.mainBodies()) >= 4 })
+	var card fakediscord.Message
+	fd.Wait(t, "the held turn's card", 30*time.Second, func() bool {
+		var ok bool
+		card, ok = cardOf(fd, channel, held.ID)
+		return ok && slices.Contains(labels(card), "Stop")
+	})
+	fd.Press(channel, card.ID, alice, button(card, "Stop"), discord.PermissionSendMessages)
+	fd.Wait(t, "the card to say stopped", 30*time.Second, func() bool {
+		m, _ := fd.Message(channel, card.ID)
+		return strings.HasPrefix(m.Content, "🛑 Stopped")
+	})
+	after := mention("Are you still there?")
+	fd.Wait(t, "the answer after the stop", 90*time.Second, answered(after, "After the stop."))
+	if afterStop := cliProcesses(marker, gatewayPid); !slices.ContainsFunc(afterFirst, func(pid int) bool { return slices.Contains(afterStop, pid) }) {
+		t.Errorf("the %s processes %v are gone after the stop (%v): Stop did not keep the warm process", b.name, afterFirst, afterStop)
+	}
+	bodies = api.mainBodies()
+	if last := bodies[len(bodies)-1]; !strings.Contains(last, "Write hello to out.txt.") || !strings.Contains(last, "Second answer.") {
+		t.Errorf("the turn after the stop did not continue the session:\n%.3000s", last)
+	}
+	for _, m := range fd.BotMessages(channel) {
+		if strings.Contains(m.Content, "could not be resumed") {
+			t.Errorf("bot message %q after the stop", m.Content)
+		}
+	}
+}
+
+// discordGatewayRun is gatewayRun for any fake model API.
+func discordGatewayRun(t *testing.T, bin, work string, env []string, api discordModelAPI) (*lockedBuffer, int) {
+	t.Helper()
+	cmd := exec.Command(bin, "run")
+	cmd.Dir = work
+	cmd.Env = env
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		// A shutdown stops the agent processes too; kill what is left.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway output:\n%s\nmodel API:\n%s", logs.String(), api.Summary())
+		}
+	})
+	return &logs, cmd.Process.Pid
+}
