@@ -171,28 +171,40 @@ func TestConformanceBackendsDiscord(t *testing.T) {
 	}
 }
 
-// discordScenario runs the three points in one channel of one gateway:
-// approval, warm second turn, Stop and the turn after it.
-func discordScenario(t *testing.T, bin string, b discordBackend) {
+func TestConformanceBackendsDiscordAllowForSession(t *testing.T) {
+	bin := buildGateway(t)
+	for _, b := range discordBackends() {
+		t.Run(b.name, func(t *testing.T) { discordAllowForSession(t, bin, b) })
+	}
+}
+
+// discordRun is one backend's `gateway run` with its fake Discord and
+// model API, and the channel where alice and bob talk to it.
+type discordRun struct {
+	t          *testing.T
+	fd         *fakediscord.Server
+	channel    discord.ChannelID
+	alice, bob discord.User
+	api        discordModelAPI
+	work       string // the gateway's folder; the agent works in work/config
+	target     string // the file the risky call writes
+	marker     string // an env entry only this gateway's agent processes carry
+	gatewayPid int
+}
+
+// startDiscord starts the gateway for b with the model answering turns;
+// turns gets the risky call's target.
+func startDiscord(t *testing.T, bin string, b discordBackend, turns func(target string) []fakeapi.Turn) *discordRun {
 	work := t.TempDir()
 	configDir := filepath.Join(work, "config")
 	if err := os.MkdirAll(configDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	target := filepath.Join(configDir, "out.txt")
-	gate := make(chan struct{})
-	defer close(gate)
 	home := t.TempDir()
-	api, extra := b.start(t, home,
-		b.risky(target),
-		fakeapi.Text("Wrote out.txt."),
-		fakeapi.Text("Second answer."),
-		fakeapi.Turn{Text: "never", Gate: gate},
-		fakeapi.Text("After the stop."),
-	)
+	api, extra := b.start(t, home, turns(target)...)
 	fd := fakediscord.Start(t)
 	_, channel := fd.AddGuild("conformance")
-	alice, bob := fd.User("alice"), fd.User("bob")
 	env := gatewayEnv(t, fd, "http://127.0.0.1:1", configDir,
 		append(extra, "HOME="+home, "PERMISSION_MODE=default", "TURN_CARD=receipt")...)
 	marker := "HOME=" + home
@@ -201,27 +213,35 @@ func discordScenario(t *testing.T, bin string, b discordBackend) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	_, gatewayPid := discordGatewayRun(t, bin, work, env, api)
+	_, pid := discordGatewayRun(t, bin, work, env, api)
 	fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
-	mention := func(text string) discord.Message {
-		return fd.Post(channel, alice, fakediscord.Mention(fd.Bot)+" "+text, fd.Bot)
-	}
-	answered := func(prompt discord.Message, text string) func() bool {
-		return func() bool {
-			for _, m := range fd.BotMessages(channel) {
-				if strings.Contains(m.Content, text) && m.Reference != nil && m.Reference.MessageID == prompt.ID {
-					return true
-				}
-			}
-			return false
-		}
-	}
+	return &discordRun{t: t, fd: fd, channel: channel, alice: fd.User("alice"), bob: fd.User("bob"),
+		api: api, work: work, target: target, marker: marker, gatewayPid: pid}
+}
 
-	// 1. The approval.
-	first := mention("Write hello to out.txt.")
+// mention posts alice's prompt mentioning the bot.
+func (r *discordRun) mention(text string) discord.Message {
+	return r.fd.Post(r.channel, r.alice, fakediscord.Mention(r.fd.Bot)+" "+text, r.fd.Bot)
+}
+
+// answered reports whether the bot replied to prompt with text.
+func (r *discordRun) answered(prompt discord.Message, text string) func() bool {
+	return func() bool {
+		for _, m := range r.fd.BotMessages(r.channel) {
+			if strings.Contains(m.Content, text) && m.Reference != nil && m.Reference.MessageID == prompt.ID {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// question waits for an approval question with buttons.
+func (r *discordRun) question() fakediscord.Message {
+	r.t.Helper()
 	var ask fakediscord.Message
-	fd.Wait(t, "the approval question", 90*time.Second, func() bool {
-		for _, m := range fd.BotMessages(channel) {
+	r.fd.Wait(r.t, "the approval question", 90*time.Second, func() bool {
+		for _, m := range r.fd.BotMessages(r.channel) {
 			if strings.Contains(m.Content, "the agent wants to use") && len(m.Buttons()) > 0 {
 				ask = m
 				return true
@@ -229,6 +249,66 @@ func discordScenario(t *testing.T, bin string, b discordBackend) {
 		}
 		return false
 	})
+	return ask
+}
+
+// questions counts the approval messages, asked or answered.
+func (r *discordRun) questions() int {
+	n := 0
+	for _, m := range r.fd.BotMessages(r.channel) {
+		if strings.Contains(m.Content, "the agent wants to use") || strings.HasPrefix(m.Content, "✅ Allowed") {
+			n++
+		}
+	}
+	return n
+}
+
+// agentProcesses lists the pids of the backend's agent processes.
+func (r *discordRun) agentProcesses() []int { return cliProcesses(r.marker, r.gatewayPid) }
+
+// sharesProcess reports whether one of before still runs in after.
+func sharesProcess(before, after []int) bool {
+	return slices.ContainsFunc(before, func(pid int) bool { return slices.Contains(after, pid) })
+}
+
+func buttonID(t *testing.T, m fakediscord.Message, label string) string {
+	t.Helper()
+	for _, b := range m.Buttons() {
+		if b.Label == label {
+			return b.ID
+		}
+	}
+	t.Fatalf("no %q button in %+v", label, m.Buttons())
+	return ""
+}
+
+func buttonLabels(m fakediscord.Message) []string {
+	var out []string
+	for _, b := range m.Buttons() {
+		out = append(out, b.Label)
+	}
+	return out
+}
+
+// discordScenario runs the three points in one channel of one gateway:
+// approval, warm second turn, Stop and the turn after it.
+func discordScenario(t *testing.T, bin string, b discordBackend) {
+	gate := make(chan struct{})
+	defer close(gate)
+	r := startDiscord(t, bin, b, func(target string) []fakeapi.Turn {
+		return []fakeapi.Turn{
+			b.risky(target),
+			fakeapi.Text("Wrote out.txt."),
+			fakeapi.Text("Second answer."),
+			{Text: "never", Gate: gate},
+			fakeapi.Text("After the stop."),
+		}
+	})
+	fd, channel, alice, bob, api, target := r.fd, r.channel, r.alice, r.bob, r.api, r.target
+
+	// 1. The approval.
+	first := r.mention("Write hello to out.txt.")
+	ask := r.question()
 	t.Logf("question: %q", ask.Content)
 	if !strings.Contains(ask.Content, "<@"+alice.ID.String()+">") {
 		t.Errorf("question = %q, want the author named", ask.Content)
@@ -240,40 +320,23 @@ func discordScenario(t *testing.T, bin string, b discordBackend) {
 		if b.questionBug != "" {
 			t.Skip(b.questionBug)
 		}
-		if !strings.Contains(ask.Content, "out.txt") || strings.Contains(ask.Content, work) {
+		if !strings.Contains(ask.Content, "out.txt") || strings.Contains(ask.Content, r.work) {
 			t.Errorf("question = %q, want the file or command named without the server's paths", ask.Content)
 		}
 	})
-	button := func(m fakediscord.Message, label string) string {
-		t.Helper()
-		for _, b := range m.Buttons() {
-			if b.Label == label {
-				return b.ID
-			}
-		}
-		t.Fatalf("no %q button in %+v", label, m.Buttons())
-		return ""
-	}
-	labels := func(m fakediscord.Message) []string {
-		var out []string
-		for _, b := range m.Buttons() {
-			out = append(out, b.Label)
-		}
-		return out
-	}
-	if got, want := labels(ask), []string{"Allow", "Allow for this session", "Deny", "Deny and stop"}; !slices.Equal(got, want) {
+	if got, want := buttonLabels(ask), []string{"Allow", "Allow for this session", "Deny", "Deny and stop"}; !slices.Equal(got, want) {
 		t.Errorf("buttons %q, want %q", got, want)
 	}
-	press := fd.Press(channel, ask.ID, bob, button(ask, "Allow"), discord.PermissionSendMessages)
+	press := fd.Press(channel, ask.ID, bob, buttonID(t, ask, "Allow"), discord.PermissionSendMessages)
 	fd.Wait(t, "the answer to bob's press", 30*time.Second, func() bool { return len(fd.Callbacks(press)) > 0 })
 	if _, err := os.Stat(target); err == nil {
 		t.Fatal("bob's press wrote the file")
 	}
 	if m, _ := fd.Message(channel, ask.ID); len(m.Buttons()) == 0 || m.Content != ask.Content {
-		t.Errorf("bob's press changed the question: %q with buttons %q", m.Content, labels(m))
+		t.Errorf("bob's press changed the question: %q with buttons %q", m.Content, buttonLabels(m))
 	}
-	fd.Press(channel, ask.ID, alice, button(ask, "Allow"), discord.PermissionSendMessages)
-	fd.Wait(t, "the first reply", 90*time.Second, answered(first, "Wrote out.txt."))
+	fd.Press(channel, ask.ID, alice, buttonID(t, ask, "Allow"), discord.PermissionSendMessages)
+	fd.Wait(t, "the first reply", 90*time.Second, r.answered(first, "Wrote out.txt."))
 	if got, err := os.ReadFile(target); err != nil || strings.TrimSpace(string(got)) != "hello" {
 		t.Errorf("out.txt = %q, %v; want the allowed write", got, err)
 	}
@@ -281,20 +344,20 @@ func discordScenario(t *testing.T, bin string, b discordBackend) {
 		m, _ := fd.Message(channel, ask.ID)
 		return strings.HasPrefix(m.Content, "✅ Allowed by <@"+alice.ID.String()+">") && len(m.Buttons()) == 0
 	})
-	afterFirst := cliProcesses(marker, gatewayPid)
+	afterFirst := r.agentProcesses()
 	if len(afterFirst) == 0 {
 		t.Fatalf("no %s process left after the first turn: warm processes are on", b.name)
 	}
 
 	// 2. The warm second turn, in the same session.
-	second := mention("Say something else.")
-	fd.Wait(t, "the second reply", 90*time.Second, answered(second, "Second answer."))
+	second := r.mention("Say something else.")
+	fd.Wait(t, "the second reply", 90*time.Second, r.answered(second, "Second answer."))
 	bodies := api.mainBodies()
 	if last := bodies[len(bodies)-1]; !strings.Contains(last, "Write hello to out.txt.") || !strings.Contains(last, "Wrote out.txt.") {
 		t.Errorf("the second model request does not carry the first exchange:\n%.3000s", last)
 	}
-	afterSecond := cliProcesses(marker, gatewayPid)
-	if !slices.ContainsFunc(afterFirst, func(pid int) bool { return slices.Contains(afterSecond, pid) }) {
+	afterSecond := r.agentProcesses()
+	if !sharesProcess(afterFirst, afterSecond) {
 		t.Errorf("the first turn's %s processes %v are gone after the second (%v): it did not run warm", b.name, afterFirst, afterSecond)
 	}
 	status := fd.Interact(channel, alice, "status", nil)
@@ -313,22 +376,22 @@ func discordScenario(t *testing.T, bin string, b discordBackend) {
 	}
 
 	// 3. Stop on the card while the model holds its answer.
-	held := mention("Take your time.")
+	held := r.mention("Take your time.")
 	fd.Wait(t, "the held model request", 60*time.Second, func() bool { return len(api.mainBodies()) >= 4 })
 	var card fakediscord.Message
 	fd.Wait(t, "the held turn's card", 30*time.Second, func() bool {
 		var ok bool
 		card, ok = cardOf(fd, channel, held.ID)
-		return ok && slices.Contains(labels(card), "Stop")
+		return ok && slices.Contains(buttonLabels(card), "Stop")
 	})
-	fd.Press(channel, card.ID, alice, button(card, "Stop"), discord.PermissionSendMessages)
+	fd.Press(channel, card.ID, alice, buttonID(t, card, "Stop"), discord.PermissionSendMessages)
 	fd.Wait(t, "the card to say stopped", 30*time.Second, func() bool {
 		m, _ := fd.Message(channel, card.ID)
 		return strings.HasPrefix(m.Content, "🛑 Stopped")
 	})
-	after := mention("Are you still there?")
-	fd.Wait(t, "the answer after the stop", 90*time.Second, answered(after, "After the stop."))
-	if afterStop := cliProcesses(marker, gatewayPid); !slices.ContainsFunc(afterFirst, func(pid int) bool { return slices.Contains(afterStop, pid) }) {
+	after := r.mention("Are you still there?")
+	fd.Wait(t, "the answer after the stop", 90*time.Second, r.answered(after, "After the stop."))
+	if afterStop := r.agentProcesses(); !sharesProcess(afterFirst, afterStop) {
 		t.Errorf("the %s processes %v are gone after the stop (%v): Stop did not keep the warm process", b.name, afterFirst, afterStop)
 	}
 	bodies = api.mainBodies()
@@ -372,4 +435,42 @@ func discordGatewayRun(t *testing.T, bin, work string, env []string, api discord
 		}
 	})
 	return &logs, cmd.Process.Pid
+}
+
+// discordAllowForSession: the author's "Allow for this session" runs the
+// call, the question says so, and the same call in the next prompt runs
+// without a question, on the same warm process.
+func discordAllowForSession(t *testing.T, bin string, b discordBackend) {
+	r := startDiscord(t, bin, b, func(target string) []fakeapi.Turn {
+		return []fakeapi.Turn{b.risky(target), fakeapi.Text("Done once."), b.risky(target), fakeapi.Text("Done twice.")}
+	})
+	first := r.mention("Write hello to out.txt.")
+	ask := r.question()
+	r.fd.Press(r.channel, ask.ID, r.alice, buttonID(t, ask, "Allow for this session"), discord.PermissionSendMessages)
+	r.fd.Wait(t, "the first reply", 90*time.Second, r.answered(first, "Done once."))
+	if m, _ := r.fd.Message(r.channel, ask.ID); !strings.HasPrefix(m.Content, "✅ Allowed for this session by <@"+r.alice.ID.String()+">") || len(m.Buttons()) != 0 {
+		t.Errorf("answered question = %q with buttons %q, want who allowed it for the session", m.Content, buttonLabels(m))
+	}
+	if _, err := os.Stat(r.target); err != nil {
+		t.Fatalf("the allowed call did not write: %v", err)
+	}
+	if err := os.Remove(r.target); err != nil {
+		t.Fatal(err)
+	}
+	before := r.agentProcesses()
+
+	second := r.mention("Once more.")
+	r.fd.Wait(t, "the second reply or a question", 90*time.Second, func() bool {
+		return r.answered(second, "Done twice.")() || r.questions() > 1
+	})
+	if n := r.questions(); n != 1 {
+		t.Errorf("%d approval messages, want 1: the second call was allowed for the session", n)
+	}
+	r.fd.Wait(t, "the second reply", 90*time.Second, r.answered(second, "Done twice."))
+	if _, err := os.Stat(r.target); err != nil {
+		t.Errorf("the call allowed for the session did not run again: %v", err)
+	}
+	if after := r.agentProcesses(); !sharesProcess(before, after) {
+		t.Errorf("the %s processes %v are gone after the second turn (%v)", b.name, before, after)
+	}
 }
