@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -86,14 +87,27 @@ func (c *acpClient) RequestPermission(ctx context.Context, r acp.RequestPermissi
 	return acp.RequestPermissionResponse{Outcome: acpOutcome(r.Options, v)}, nil
 }
 
-// acpApproval is the Approval a permission request asks for.
+// acpApproval is the Approval a permission request asks for. An ACP
+// title is a sentence or a path ("Writing to out.txt"; opencode gives
+// the file's absolute path), so the tool is named by its kind (edit,
+// execute…) and the title becomes the description.
 func acpApproval(r acp.RequestPermissionRequest) Approval {
 	a := Approval{ToolUseID: string(r.ToolCall.ToolCallId)}
+	title := ""
 	if r.ToolCall.Title != nil {
-		a.Tool = *r.ToolCall.Title
+		title = strings.TrimSpace(*r.ToolCall.Title)
 	}
-	if a.Tool == "" && r.ToolCall.Kind != nil {
-		a.Tool = string(*r.ToolCall.Kind)
+	var kind acp.ToolKind
+	if r.ToolCall.Kind != nil {
+		kind = *r.ToolCall.Kind
+	}
+	switch {
+	case kind != "" && kind != acp.ToolKindOther:
+		a.Tool, a.Description = string(kind), title
+	case title != "":
+		a.Tool = title
+	default:
+		a.Tool = acpToolName("", kind)
 	}
 	a.Input = acpApprovalInput(r.ToolCall)
 	for _, loc := range r.ToolCall.Locations {
@@ -110,32 +124,38 @@ func acpApproval(r acp.RequestPermissionRequest) Approval {
 	return a
 }
 
-// acpApprovalInput is the tool's input as the agent sent it, or, from an
-// agent that sends only the change (gemini 0.61.0 gives a write's diff and
-// no rawInput), the diffs' paths and new text.
+// acpApprovalInput is what the approval message shows of the call: the
+// change as a file and its old and new text when the agent sent diffs
+// (gemini 0.61.0 sends only those; opencode's raw input is a unified diff
+// naming absolute paths), else the tool's input as the agent sent it.
 func acpApprovalInput(tc acp.ToolCallUpdate) json.RawMessage {
-	if raw := acpRawJSON(tc.RawInput); raw != "" && raw != "null" {
-		return json.RawMessage(raw)
-	}
 	type change struct {
-		Path    string `json:"file_path"`
-		Content string `json:"content"`
+		Path string `json:"file_path"`
+		Old  string `json:"old_string,omitempty"`
+		New  string `json:"new_string,omitempty"`
 	}
 	var changes []change
 	for _, c := range tc.Content {
 		if c.Diff != nil {
-			changes = append(changes, change{Path: c.Diff.Path, Content: c.Diff.NewText})
+			old := ""
+			if c.Diff.OldText != nil {
+				old = *c.Diff.OldText
+			}
+			changes = append(changes, change{Path: c.Diff.Path, Old: old, New: c.Diff.NewText})
 		}
 	}
-	switch len(changes) {
-	case 0:
-		return json.RawMessage("{}")
-	case 1:
-		b, _ := json.Marshal(changes[0])
-		return b
+	switch {
+	case len(changes) == 1 && changes[0].Old == "":
+		return mustJSON(map[string]string{"file_path": changes[0].Path, "content": changes[0].New})
+	case len(changes) == 1:
+		return mustJSON(changes[0])
+	case len(changes) > 1:
+		return mustJSON(map[string]any{"changes": changes})
 	}
-	b, _ := json.Marshal(map[string]any{"changes": changes})
-	return b
+	if raw := acpRawJSON(tc.RawInput); raw != "" && raw != "null" {
+		return json.RawMessage(raw)
+	}
+	return json.RawMessage("{}")
 }
 
 // acpOutcome picks the option that says what v says: allow for the

@@ -362,8 +362,8 @@ func TestACPApproval(t *testing.T) {
 				t.Fatalf("asked %d times", len(asked))
 			}
 			ap := asked[0]
-			if ap.Tool != "Write out.txt" || ap.ToolUseID != "call-w" || !ap.CanRemember ||
-				string(ap.Input) != `{"file_path":"/w/out.txt","content":"hi\n"}` {
+			if ap.Tool != "edit" || ap.Description != "Write out.txt" || ap.ToolUseID != "call-w" || !ap.CanRemember ||
+				string(ap.Input) != `{"content":"hi\n","file_path":"/w/out.txt"}` {
 				t.Errorf("approval = %+v (input %s)", ap, ap.Input)
 			}
 		})

@@ -317,3 +317,46 @@ func acpRecordedInputs(updates []acp.SessionNotification) map[string]bool {
 	}
 	return ids
 }
+
+// The permission requests of the real agents become approvals the
+// Discord message can show: the tool named by its kind, not by a title
+// that may be an absolute path, and an edit as a file with its new text.
+func TestACPApprovalRecorded(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/*/acp/acp_approval_*.agent.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no recorded ACP approvals")
+	}
+	seen := 0
+	defer func() {
+		if seen < len(files) {
+			t.Errorf("%d permission requests in %d files", seen, len(files))
+		}
+	}()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var msg struct {
+				Method string                       `json:"method"`
+				Params acp.RequestPermissionRequest `json:"params"`
+			}
+			if json.Unmarshal([]byte(line), &msg) != nil || msg.Method != "session/request_permission" {
+				continue
+			}
+			seen++
+			a := acpApproval(msg.Params)
+			var in struct {
+				FilePath string `json:"file_path"`
+				Content  string `json:"content"`
+			}
+			if err := json.Unmarshal(a.Input, &in); err != nil || in.FilePath == "" || in.Content != "hello\n" {
+				t.Errorf("%s: input %s, want the file and its new text", f, a.Input)
+			}
+			if a.Tool != "edit" || strings.Contains(a.Tool, "/") || !a.CanRemember {
+				t.Errorf("%s: approval %+v, want tool edit", f, a)
+			}
+		}
+	}
+}

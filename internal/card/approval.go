@@ -65,7 +65,7 @@ func RenderApproval(a Approval) string {
 	var b strings.Builder
 	b.WriteString(approvalHeader(a))
 	b.WriteByte('\n')
-	if d := safeInline(oneLine(a.Description, maxDescription)); d != "" && a.Phase == Asking {
+	if d := safeInline(oneLine(relativeIn(a.Description, a.WorkDir), maxDescription)); d != "" && a.Phase == Asking {
 		b.WriteString("-# " + d + "\n")
 	}
 	b.WriteString(approvalDetail(a.Tool, a.Input, a.WorkDir))
@@ -73,6 +73,17 @@ func RenderApproval(a Approval) string {
 		fmt.Fprintf(&b, "\n-# Denied automatically if nobody answers within %s.", Duration(a.Timeout))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// relativeIn writes the paths under dir in text relative to it: an
+// agent's description of a call may name the server's folders
+// (opencode's is the file's absolute path).
+func relativeIn(text, dir string) string {
+	if dir == "" || dir == "/" {
+		return text
+	}
+	dir = strings.TrimSuffix(dir, "/")
+	return strings.ReplaceAll(strings.ReplaceAll(text, dir+"/", ""), dir, ".")
 }
 
 func approvalHeader(a Approval) string {
