@@ -65,7 +65,7 @@ func RenderApproval(a Approval) string {
 	var b strings.Builder
 	b.WriteString(approvalHeader(a))
 	b.WriteByte('\n')
-	if d := safeInline(oneLine(relativeIn(a.Description, a.WorkDir), maxDescription)); d != "" && a.Phase == Asking {
+	if d := safeInline(oneLine(relativeIn(a.Description, a.WorkDir), maxDescription)); d != "" && a.Phase == Asking && !namesOnly(d, a) {
 		b.WriteString("-# " + d + "\n")
 	}
 	b.WriteString(approvalDetail(a.Tool, a.Input, a.WorkDir))
@@ -84,6 +84,16 @@ func relativeIn(text, dir string) string {
 	}
 	dir = strings.TrimSuffix(dir, "/")
 	return strings.ReplaceAll(strings.ReplaceAll(text, dir+"/", ""), dir, ".")
+}
+
+// namesOnly reports whether a description d says no more than the file
+// line under it (opencode's is the file's path).
+func namesOnly(d string, a Approval) bool {
+	var in struct {
+		FilePath string `json:"file_path"`
+	}
+	_ = json.Unmarshal(a.Input, &in)
+	return in.FilePath != "" && d == safeInline(relative(in.FilePath, a.WorkDir))
 }
 
 func approvalHeader(a Approval) string {
