@@ -33,7 +33,7 @@ const (
 	// --timeout ran out. It stays there and may still be posted.
 	exitTimeout = 3
 	// exitUnknown: the gateway took the message out of outbound/, but this
-	// user may not look into failed/ (the agent under AGENT_USER), so
+	// user may not look into failed/ and found no receipt it may read, so
 	// whether it was posted cannot be told.
 	exitUnknown = 4
 )
@@ -395,7 +395,7 @@ func awaitOutcome(ctx context.Context, clock clockwork.Clock, dir, name string, 
 		_, err := os.Lstat(outbound)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return outcome(ctx, clock, filepath.Join(dir, ipc.FailedDir), name)
+			return outcome(ctx, clock, dir, name)
 		case err != nil:
 			return fmt.Errorf("watch the message in the IPC folder: %w", err)
 		}
@@ -409,18 +409,38 @@ func awaitOutcome(ctx context.Context, clock clockwork.Clock, dir, name string, 
 	}
 }
 
-// outcome says what became of a message that left outbound/.
-func outcome(ctx context.Context, clock clockwork.Clock, failed, name string) error {
+// outcome says what became of a message that left outbound/ of the IPC
+// folder dir: a file in failed/ was refused. A user who may not look into
+// failed/ (the agent under AGENT_USER) reads the receipt the gateway left
+// for it instead (ipc.ReceiptsDir).
+func outcome(ctx context.Context, clock clockwork.Clock, dir, name string) error {
+	failed := filepath.Join(dir, ipc.FailedDir)
 	_, err := os.Lstat(filepath.Join(failed, name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case errors.Is(err, fs.ErrPermission):
-		return &exitCodeError{exitUnknown, errors.New("the gateway took the message, but this user may not read ipc/failed to learn whether it was posted")}
+		return receiptOutcome(filepath.Join(dir, ipc.ReceiptsDir, name))
 	case err != nil:
 		return fmt.Errorf("look for the message in ipc/failed: %w", err)
 	}
 	return &exitCodeError{exitError, fmt.Errorf("the gateway refused the message: %s", failedReason(ctx, clock, filepath.Join(failed, name+ipc.ReasonSuffix)))}
+}
+
+// receiptOutcome reads the gateway's receipt of a message.
+func receiptOutcome(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return &exitCodeError{exitUnknown, errors.New("the gateway took the message, but left no receipt this user may read to tell whether it was posted")}
+	}
+	text := strings.TrimSpace(string(data))
+	if reason, refused := strings.CutPrefix(text, ipc.ReceiptRefused); refused {
+		return &exitCodeError{exitError, fmt.Errorf("the gateway refused the message: %s", reason)}
+	}
+	if text != ipc.ReceiptPosted {
+		return &exitCodeError{exitUnknown, fmt.Errorf("the gateway's receipt says %q", text)}
+	}
+	return nil
 }
 
 // failedReason reads the reason the watcher writes just after moving a

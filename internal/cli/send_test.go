@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -258,5 +259,43 @@ func TestSendFindsTheIPCFolderInTheWorkingDirectory(t *testing.T) {
 	name := strings.TrimSpace(strings.TrimPrefix(stdout, "queued "))
 	if _, err := os.Stat(filepath.Join(outbound, name)); err != nil {
 		t.Errorf("the message is not in the working directory's IPC folder: %v", err)
+	}
+}
+
+// The agent under AGENT_USER may not look into failed/: it reads the
+// receipt the gateway left for its message.
+func TestSendReadsTheReceipt(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, receipt string
+		code          int
+		says          string
+	}{
+		{"posted", ipc.ReceiptPosted + "\n", 0, ""},
+		{"refused", ipc.ReceiptRefused + "channel 1 is not allowed\n", exitError, "refused the message: channel 1 is not allowed"},
+		{"unexpected", "maybe\n", exitUnknown, `says "maybe"`},
+		{"none", "", exitUnknown, "no receipt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "missing")
+			if tc.receipt != "" {
+				path = write(tc.name, tc.receipt)
+			}
+			err := receiptOutcome(path)
+			var ec *exitCodeError
+			switch {
+			case tc.code == 0 && err != nil:
+				t.Errorf("receiptOutcome = %v, want nil", err)
+			case tc.code != 0 && (!errors.As(err, &ec) || ec.code != tc.code || !strings.Contains(ec.err.Error(), tc.says)):
+				t.Errorf("receiptOutcome = %v, want exit %d saying %q", err, tc.code, tc.says)
+			}
+		})
 	}
 }

@@ -77,11 +77,42 @@ func TestAgentPostsThroughTheIPCFolder(t *testing.T) {
 		}
 	}
 
+	// A message to a channel that is not allowed: refused.
+	if err := asAgent(`printf '%s' '` + msgJSON("123456789012345678", "elsewhere") + `' > ipc/outbound/.b.tmp && mv ipc/outbound/.b.tmp ipc/outbound/bad.json`); err != nil {
+		t.Fatal(err)
+	}
+
 	w.Scan(context.Background())
 	posts, _ := poster.got()
 	want := []post{{Channel: chanA, Text: "from the agent"}, {Channel: chanA, Text: "from cron"}}
 	if diff := cmp.Diff(want, posts); diff != "" {
 		t.Errorf("posts (-want +got):\n%s", diff)
+	}
+
+	// The agent learns what became of its own messages, and only of those.
+	read := func(name string) string {
+		cmd := exec.Command("/bin/cat", filepath.Join(ReceiptsDir, name))
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.Output()
+		if err != nil {
+			return "unreadable: " + err.Error()
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := read("agent.json"); got != ReceiptPosted {
+		t.Errorf("receipt of the posted message = %q", got)
+	}
+	if got := read("bad.json"); !strings.HasPrefix(got, ReceiptRefused) || !strings.Contains(got, "not allowed") {
+		t.Errorf("receipt of the refused message = %q", got)
+	}
+	if got := read("cron.json"); !strings.HasPrefix(got, "unreadable") {
+		t.Errorf("the agent read a receipt of another writer's message: %q", got)
+	}
+	for _, refused := range []string{"touch ipc/receipts/mine", "rm -f ipc/receipts/agent.json", "ls ipc/failed"} {
+		if err := asAgent(refused); err == nil {
+			t.Errorf("the agent could: %s", refused)
+		}
 	}
 }
 

@@ -40,6 +40,15 @@ const (
 	OutboundDir  = "outbound"
 	FailedDir    = "failed"
 	ReasonSuffix = ".reason.txt"
+	// ReceiptsDir, with Options.Agent, holds what became of each message
+	// the agent's user wrote, under the message file's name: ReceiptPosted,
+	// or ReceiptRefused followed by the reason. The agent may read it
+	// (failed/ stays private), so `gateway send` run by the agent can
+	// tell posted from refused. Receipts go after ReceiptTTL.
+	ReceiptsDir    = "receipts"
+	ReceiptPosted  = "posted"
+	ReceiptRefused = "refused: "
+	ReceiptTTL     = time.Hour
 )
 
 // errNotRegular refuses symlinks, directories, FIFOs and devices: only a
@@ -106,7 +115,8 @@ type Options struct {
 	// opens Dir to the agent's group for search only (0710) and outbound/
 	// for writing (01770: sticky, so the agent removes or renames only the
 	// files it wrote), both still the gateway's. failed/ stays the
-	// gateway's alone. The agent may then post to any allowed channel.
+	// gateway's alone; receipts/ (0750) tells the agent what became of
+	// its own messages. The agent may then post to any allowed channel.
 	Agent *Agent
 }
 
@@ -123,6 +133,7 @@ type Watcher struct {
 	log      zerolog.Logger
 	outbound string
 	failed   string
+	receipts string // "" without Options.Agent
 
 	// mu serialises scans and guards the fields below.
 	mu          sync.Mutex
@@ -189,6 +200,13 @@ func New(opts Options, post Poster, log zerolog.Logger) (*Watcher, error) {
 		}
 	}
 	if a := opts.Agent; a != nil {
+		w.receipts = filepath.Join(opts.Dir, ReceiptsDir)
+		if err := os.MkdirAll(w.receipts, 0o700); err != nil {
+			return nil, fmt.Errorf("create ipc folder: %w", err)
+		}
+		if err := openTo(w.receipts, a, 0o750); err != nil {
+			return nil, err
+		}
 		if err := openTo(opts.Dir, a, 0o710); err != nil {
 			return nil, err
 		}
@@ -267,11 +285,15 @@ func (w *Watcher) checkFolders() error {
 	if w.opts.Agent != nil {
 		outboundOwners = append(outboundOwners, w.opts.Agent.UID)
 	}
-	return errors.Join(
+	errs := []error{
 		check(w.opts.Dir, []uint32{euid}, 0o022),
 		check(w.outbound, outboundOwners, 0o002),
 		check(w.failed, []uint32{euid}, 0o022),
-	)
+	}
+	if w.receipts != "" {
+		errs = append(errs, check(w.receipts, []uint32{euid}, 0o022))
+	}
+	return errors.Join(errs...)
 }
 
 // Run scans outbound/ now and then every Options.Interval until ctx is
@@ -305,6 +327,7 @@ func (w *Watcher) Scan(ctx context.Context) {
 		return
 	}
 	w.unsafe = ""
+	w.pruneReceipts()
 	entries, err := os.ReadDir(w.outbound) // sorted by name
 	if err != nil {
 		if !w.listFailing {
@@ -407,6 +430,7 @@ func (w *Watcher) handle(ctx context.Context, name string, info fs.FileInfo, hel
 	}
 	delete(w.retries, name)
 	log.Info().Int("files", len(files)).Msg("posted outbound message")
+	w.receipt(name, opened, ReceiptPosted)
 	if err := os.Remove(filepath.Join(w.outbound, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.stuck[name] = stuck{info: opened}
 		log.Error().Err(err).Msg("cannot remove posted message file; it is not posted again while unchanged")
@@ -523,6 +547,7 @@ func (w *Watcher) refuse(name string, info fs.FileInfo, reason string) {
 	delete(w.retries, name)
 	reason = oneLine(reason)
 	log := w.log.With().Str("file", name).Str("reason", reason).Logger()
+	w.receipt(name, info, ReceiptRefused+reason)
 	moved, err := w.moveToFailed(name, reason)
 	if err != nil {
 		w.stuck[name] = stuck{info: info, reason: reason}
@@ -546,6 +571,62 @@ func (w *Watcher) finishStuck(name string, s stuck) {
 	}
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		delete(w.stuck, name)
+	}
+}
+
+// receipt tells the agent what became of its message name (see
+// ReceiptsDir), before the file leaves outbound/: once it is gone, the
+// receipt is there. Messages of other writers get none.
+func (w *Watcher) receipt(name string, info fs.FileInfo, outcome string) {
+	if w.receipts == "" || !w.fromAgent(info) {
+		return
+	}
+	if err := writeReceipt(w.receipts, name, outcome, w.opts.Agent.GID); err != nil {
+		w.log.Warn().Err(err).Str("file", name).Msg("cannot write the receipt of an outbound message; gateway send will not know what became of it")
+	}
+}
+
+// writeReceipt writes outcome into dir/name, readable by the group gid,
+// through a temporary file renamed into place.
+func writeReceipt(dir, name, outcome string, gid uint32) error {
+	f, err := os.CreateTemp(dir, ".receipt-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.WriteString(outcome + "\n")
+	if err == nil {
+		err = f.Chown(-1, int(gid))
+	}
+	if err == nil {
+		err = f.Chmod(0o640)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// pruneReceipts removes the receipts older than ReceiptTTL.
+func (w *Watcher) pruneReceipts() {
+	if w.receipts == "" {
+		return
+	}
+	entries, err := os.ReadDir(w.receipts)
+	if err != nil {
+		return
+	}
+	cutoff := w.opts.Clock.Now().Add(-ReceiptTTL)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+			os.Remove(filepath.Join(w.receipts, e.Name()))
+		}
 	}
 }
 
