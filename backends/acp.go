@@ -182,6 +182,9 @@ func (a *ACP) Run(ctx context.Context, req Request, emit func(Event)) (Result, e
 	}
 	started := time.Now()
 	res, reusable, err := a.turn(ctx, p, req, l.Persona, emit)
+	if reusable && KindOf(err) == KindCanceled {
+		endStoppedTools(p.log, p.p.Pid(), started, a.opts.KillGrace) // stopped softly: the agent is kept
+	}
 	a.pool.release(p, reusable)
 	res.Warm = warm
 	res.Duration = time.Since(started)

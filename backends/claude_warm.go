@@ -233,6 +233,7 @@ type approvalDone struct {
 // interrupt, then kill), a hang and the process dying.
 func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit func(Event)) turnResult {
 	clock := c.clock()
+	toolsSince := time.Now() // the wall clock /proc's start times are on
 	cp.turns++
 	cp.drain()
 	if cp.exited.Load() {
@@ -407,6 +408,9 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 						continue
 					}
 					out := c.finished(ctx, cp, &parser, modelOutput, fatal, interrupted || stoppedByDenial)
+					if out.reusable && KindOf(out.err) == KindCanceled {
+						endStoppedTools(cp.log, cp.p.Pid(), toolsSince, c.opts.KillGrace) // stopped softly: claude is kept
+					}
 					out.res = mergeResults(earlier, out.res)
 					return out
 				}

@@ -402,6 +402,7 @@ type appVerdict struct {
 func (c *Codex) appTurn(ctx context.Context, cp *codexAppProc, req Request, emit func(Event)) appTurnResult {
 	clock := c.clock()
 	started := clock.Now()
+	toolsSince := time.Now() // the wall clock /proc's start times are on
 	cp.drain()
 	if cp.exited.Load() {
 		return appTurnResult{err: errAppGone, retry: true}
@@ -483,10 +484,12 @@ func (c *Codex) appTurn(ctx context.Context, cp *codexAppProc, req Request, emit
 		res.Duration = clock.Since(started)
 		switch {
 		case t.status == "interrupted" && ctx.Err() != nil:
+			endStoppedTools(cp.log, cp.p.Pid(), toolsSince, c.opts.KillGrace)
 			e := codexContextError(ctx, context.Cause(ctx))
 			e.ModelOutput = t.modelOutput
 			return appTurnResult{res: res, err: e, reusable: true}
 		case t.status == "interrupted" && stoppedByDenial:
+			endStoppedTools(cp.log, cp.p.Pid(), toolsSince, c.opts.KillGrace)
 			return appTurnResult{res: res, err: &Error{Kind: KindCanceled, Message: "the user denied a tool call and stopped the turn"}, reusable: true}
 		case t.status == "interrupted":
 			return appTurnResult{res: res, err: &Error{Kind: KindCanceled, Message: "codex interrupted the turn"}, reusable: true}

@@ -247,7 +247,11 @@ func (r *piRPC) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	}
 	warm := pp.turns > 0
 	started := r.clock().Now()
+	toolsSince := time.Now() // the wall clock /proc's start times are on
 	out := r.turn(ctx, pp, req, emit)
+	if out.reusable && KindOf(out.err) == KindCanceled {
+		endStoppedTools(pp.log, pp.p.Pid(), toolsSince, r.opts.KillGrace) // stopped softly: pi is kept
+	}
 	if out.retry && ctx.Err() == nil {
 		warm = false
 		r.pool.discard(pp, "died or hung during a turn")

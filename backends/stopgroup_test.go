@@ -1,0 +1,145 @@
+package backends
+
+import (
+	"io"
+	"os/exec"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stopGroupLeader starts script under sh in a process group of its own,
+// as a warm CLI runs, with its stdin kept open for the test to write to.
+func stopGroupLeader(t *testing.T, script string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd, stdin
+}
+
+// waitChildren waits until pid has n live children started since, and
+// returns them.
+func waitChildren(t *testing.T, pid, n int, since time.Time) []int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond) // polling /proc; there is no event to wait on
+	defer tick.Stop()
+	for {
+		var kids []int
+		for _, s := range readProcStats() {
+			if s.ppid == pid && !s.started.Before(since.Add(-clockTick)) {
+				kids = append(kids, s.pid)
+			}
+		}
+		if len(kids) >= n {
+			return kids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d has children %v, want %d", pid, kids, n)
+		}
+		<-tick.C
+	}
+}
+
+func alive(pid int) bool {
+	for _, s := range readProcStats() {
+		if s.pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStopGroupEndsTheTurnsCommandsNotTheLeader(t *testing.T) {
+	since := time.Now()
+	cmd, _ := stopGroupLeader(t, "sleep 100 & sleep 100 & read x")
+	sleeps := waitChildren(t, cmd.Process.Pid, 2, since)
+	if n := endTurnTools(cmd.Process.Pid, since, time.Second); n != 2 {
+		t.Errorf("signalled %d processes, want the 2 sleeps", n)
+	}
+	for _, pid := range sleeps {
+		if alive(pid) {
+			t.Errorf("sleep %d still runs", pid)
+		}
+	}
+	if !alive(cmd.Process.Pid) {
+		t.Error("the leader was killed")
+	}
+}
+
+// A command that ignores SIGTERM, in a process group of its own (as the
+// CLIs run their shell tools), gets SIGKILL after the grace; a job its
+// shell started is ended with it.
+func TestStopGroupKillsWhatIgnoresTerm(t *testing.T) {
+	since := time.Now()
+	cmd, _ := stopGroupLeader(t, `setsid sh -c 'trap "" TERM; sleep 100 & sleep 101' & read x`)
+	waitChildren(t, cmd.Process.Pid, 1, since)
+	tool := waitToolGroup(t, cmd.Process.Pid, since)
+	endTurnTools(cmd.Process.Pid, since, 50*time.Millisecond)
+	if left := turnProcesses(cmd.Process.Pid, since); len(left) > 0 {
+		t.Errorf("left running: %v (the tool's group %d)", left, tool)
+	}
+	if !alive(cmd.Process.Pid) {
+		t.Error("the leader was killed")
+	}
+}
+
+// waitToolGroup waits until the leader's descendants include a group of
+// their own with both sleeps, and returns that group.
+func waitToolGroup(t *testing.T, leader int, since time.Time) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond) // polling /proc; there is no event to wait on
+	defer tick.Stop()
+	for {
+		pids := turnProcesses(leader, since)
+		groups := map[int]int{}
+		for _, s := range readProcStats() {
+			if slices.Contains(pids, s.pid) && s.pgrp != leader {
+				groups[s.pgrp]++
+			}
+		}
+		for g, n := range groups {
+			if n >= 3 { // sh and both sleeps
+				return g
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tool group of 3 among %v", pids)
+		}
+		<-tick.C
+	}
+}
+
+// What the leader started before the turn (an MCP server) stays.
+func TestStopGroupKeepsWhatStartedBeforeTheTurn(t *testing.T) {
+	cmd, stdin := stopGroupLeader(t, "sleep 100 & read x; sleep 101 & read y")
+	before := waitChildren(t, cmd.Process.Pid, 1, time.Time{})
+	// Start times are known to the kernel's tick: the turn begins two
+	// ticks later, so the process before it cannot count as the turn's.
+	since := time.Now().Add(2 * clockTick)
+	<-time.After(time.Until(since))
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	during := waitChildren(t, cmd.Process.Pid, 1, since)
+	endTurnTools(cmd.Process.Pid, since, time.Second)
+	if !alive(before[0]) {
+		t.Errorf("the process started before the turn (%d) was killed", before[0])
+	}
+	if alive(during[0]) {
+		t.Errorf("the turn's process %d still runs", during[0])
+	}
+}
