@@ -34,9 +34,9 @@ import (
 // started since the turn began, and the members of the process groups
 // they lead (a background job whose shell was killed is reparented out of
 // the tree but stays in the group). The CLI itself is never signalled, nor
-// anything started before the turn: helpers a CLI keeps between turns (an
-// MCP server, a language server, a background task of an earlier turn)
-// stay. Out of reach: a command that started a session of its own
+// anything in its own group, nor anything started before the turn:
+// helpers a CLI keeps between turns (an MCP server, a language server, a
+// background task of an earlier turn) stay. Out of reach: a command that started a session of its own
 // (setsid) and whose parent already exited, since it is neither a
 // descendant nor in a tool's group; proc's sweep ends it with the CLI.
 
@@ -113,9 +113,14 @@ type procStat struct {
 	started         time.Time
 }
 
-// turnProcesses lists the live processes the leader started since the
-// turn began: its descendants started since, and the members of the
-// process groups they lead that started since. Never the leader.
+// turnProcesses lists the live processes of the tool commands the leader
+// started since the turn began: the process groups of their own that its
+// descendants started since then lead (the CLIs run each shell tool call
+// so), those groups' members, and their descendants outside the leader's
+// group. Never the leader, and nothing in the leader's own group: a
+// helper the CLI starts during a turn there (an MCP server, a language
+// server opencode starts when a file is first touched) is the CLI's, kept
+// with it.
 func turnProcesses(leader int, since time.Time) []int {
 	all := readProcStats()
 	children := map[int][]procStat{}
@@ -129,23 +134,24 @@ func turnProcesses(leader int, since time.Time) []int {
 	// A process counts from the tick its start falls in.
 	inTurn := func(s procStat) bool { return !s.started.Before(since.Add(-clockTick)) }
 	found := map[int]bool{}
-	groups := map[int]bool{} // the groups the turn's processes lead
-	var walk func(pid int)
-	walk = func(pid int) {
+	groups := map[int]bool{} // the tool groups of the turn
+	var walk func(pid int, inTool bool)
+	walk = func(pid int, inTool bool) {
 		for _, c := range children[pid] {
 			if c.pid == leader || found[c.pid] {
 				continue
 			}
-			if inTurn(c) {
+			tool := inTool || (inTurn(c) && c.pgrp == c.pid && c.pgrp != leaderGroup)
+			if tool && inTurn(c) && c.pgrp != leaderGroup {
 				found[c.pid] = true
-				if c.pgrp == c.pid && c.pgrp != leaderGroup {
+				if c.pgrp == c.pid {
 					groups[c.pgrp] = true
 				}
 			}
-			walk(c.pid)
+			walk(c.pid, tool)
 		}
 	}
-	walk(leader)
+	walk(leader, false)
 	for _, s := range all {
 		if groups[s.pgrp] && s.pid != leader && inTurn(s) {
 			found[s.pid] = true

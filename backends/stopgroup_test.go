@@ -64,15 +64,25 @@ func alive(pid int) bool {
 
 func TestStopGroupEndsTheTurnsCommandsNotTheLeader(t *testing.T) {
 	since := time.Now()
-	cmd, _ := stopGroupLeader(t, "sleep 100 & sleep 100 & read x")
-	sleeps := waitChildren(t, cmd.Process.Pid, 2, since)
-	if n := endTurnTools(cmd.Process.Pid, since, time.Second); n != 2 {
-		t.Errorf("signalled %d processes, want the 2 sleeps", n)
+	// A tool call in a group of its own with a job, and a helper the
+	// "CLI" starts in its own group (an MCP server started mid-turn).
+	cmd, _ := stopGroupLeader(t, "setsid sh -c 'sleep 100 & sleep 100; wait' & sleep 102 & read x")
+	kids := waitChildren(t, cmd.Process.Pid, 2, since)
+	tool := waitToolGroup(t, cmd.Process.Pid, since)
+	if n := endTurnTools(cmd.Process.Pid, since, time.Second); n != 3 {
+		t.Errorf("signalled %d processes, want the tool's sh and its 2 sleeps", n)
 	}
-	for _, pid := range sleeps {
+	if left := turnProcesses(cmd.Process.Pid, since); len(left) > 0 {
+		t.Errorf("left running: %v (the tool's group %d)", left, tool)
+	}
+	helpers := 0
+	for _, pid := range kids {
 		if alive(pid) {
-			t.Errorf("sleep %d still runs", pid)
+			helpers++
 		}
+	}
+	if helpers != 1 {
+		t.Errorf("%d of the leader's children live, want the helper in its group", helpers)
 	}
 	if !alive(cmd.Process.Pid) {
 		t.Error("the leader was killed")
@@ -125,7 +135,7 @@ func waitToolGroup(t *testing.T, leader int, since time.Time) int {
 
 // What the leader started before the turn (an MCP server) stays.
 func TestStopGroupKeepsWhatStartedBeforeTheTurn(t *testing.T) {
-	cmd, stdin := stopGroupLeader(t, "sleep 100 & read x; sleep 101 & read y")
+	cmd, stdin := stopGroupLeader(t, "setsid sleep 100 & read x; setsid sleep 101 & read y")
 	before := waitChildren(t, cmd.Process.Pid, 1, time.Time{})
 	// Start times are known to the kernel's tick: the turn begins two
 	// ticks later, so the process before it cannot count as the turn's.
