@@ -78,7 +78,7 @@ func TestAgentPostsThroughTheIPCFolder(t *testing.T) {
 	}
 
 	// A message to a channel that is not allowed: refused.
-	if err := asAgent(`printf '%s' '` + msgJSON("123456789012345678", "elsewhere") + `' > ipc/outbound/.b.tmp && mv ipc/outbound/.b.tmp ipc/outbound/bad.json`); err != nil {
+	if err := asAgent(`printf '%s' '` + msgJSON("223456789012345678", "elsewhere") + `' > ipc/outbound/.b.tmp && mv ipc/outbound/.b.tmp ipc/outbound/bad.json`); err != nil {
 		t.Fatal(err)
 	}
 
