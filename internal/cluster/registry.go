@@ -208,12 +208,36 @@ func ReadWorkers(ctx context.Context, js jetstream.JetStream, o RegistryOptions)
 	return list(ctx, kv)
 }
 
+// listStall is how long a listing waits for the next entry of its
+// watch's replay. A heartbeat that reaches its age limit between the
+// watch's start and its delivery is never delivered, and the replay's
+// end marker never comes (seen under load: a listing that waited for its
+// context's deadline); such a watch is started again.
+const listStall = 2 * time.Second
+
+// listTries bounds the watches one listing starts.
+const listTries = 3
+
+// errListStalled is a watch whose replay stopped short of its end.
+var errListStalled = errors.New("the watch stopped before the end of its replay")
+
 func list(ctx context.Context, kv jetstream.KeyValue) ([]Worker, error) {
+	for try := 1; ; try++ {
+		out, err := listOnce(ctx, kv)
+		if !errors.Is(err, errListStalled) || try == listTries {
+			return out, err
+		}
+	}
+}
+
+func listOnce(ctx context.Context, kv jetstream.KeyValue) ([]Worker, error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("read bucket %s: %w", BucketWorkers, err)
 	}
 	defer func() { _ = w.Stop() }()
+	stall := time.NewTimer(listStall)
+	defer stall.Stop()
 	var out []Worker
 	var bad []string
 	for {
@@ -222,7 +246,10 @@ func list(ctx context.Context, kv jetstream.KeyValue) ([]Worker, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("read bucket %s: %w", BucketWorkers, ctx.Err())
+		case <-stall.C:
+			return nil, fmt.Errorf("read bucket %s: %w", BucketWorkers, errListStalled)
 		case e, ok = <-w.Updates():
+			stall.Reset(listStall)
 		}
 		if !ok {
 			return nil, fmt.Errorf("read bucket %s: the watch ended early", BucketWorkers)
