@@ -602,6 +602,14 @@ func (t *piRPCRun) line(ctx context.Context, line []byte) (out piRPCOutcome, ove
 		return t.response(ctx, l)
 	case piRPCDialog:
 		if a, ok := parsePiApproval(l.Title); ok && l.Method == "select" && t.approve != nil {
+			if ctx.Err() != nil {
+				// Stopped: the abort under way blocks the call; nobody is
+				// asked about it.
+				if err := t.pp.write(piRPCDialogCancel(l.ID)); err != nil {
+					t.pp.log.Debug().Err(err).Msg("could not dismiss the dialog")
+				}
+				return out, false
+			}
 			t.ask(ctx, l.ID, a)
 			return out, false
 		}
