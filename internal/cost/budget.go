@@ -88,7 +88,12 @@ var kindNames = []struct{ kind, label string }{
 	{"cron", "cron"},
 	{"hook", "hooks"},
 	{"webhook", "webhooks"},
+	{KindCompact, "/compact"},
 }
+
+// KindCompact is the kind of a ledger entry for a conversation summarised
+// on request (/compact): a model call of its own.
+const KindCompact = "compact"
 
 // Render formats the report for Discord.
 func (r Report) Render() string {

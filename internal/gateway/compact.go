@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/card"
+	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/discord"
 	"github.com/agentgateway/gateway/internal/files"
 	"github.com/agentgateway/gateway/internal/queue"
@@ -131,7 +132,7 @@ func (c *controls) compact(_ context.Context, cmd discord.Command) discord.Comma
 		end()
 		return refuse("Not compacted: a prompt is running or waiting in this channel. Try again when it is answered.")
 	}
-	go c.runCompact(k, cmd.ChannelID, key, b, epoch, end)
+	go c.runCompact(k, cmd.ChannelID, key, cmd.UserID, b, epoch, end)
 	return discord.CommandAnswer{Text: "🗜️ Compacting this conversation: the agent summarises it so far. New prompts here wait until it is done."}
 }
 
@@ -152,7 +153,7 @@ const compactTimeout = 10 * time.Minute
 // (end), and posts the outcome in channel. A session id the CLI gives
 // back is bound in b's place, unless the conversation was reset
 // meanwhile.
-func (c *controls) runCompact(k compacter, channel, key string, b session.Binding, epoch session.Epoch, end func()) {
+func (c *controls) runCompact(k compacter, channel, key, user string, b session.Binding, epoch session.Epoch, end func()) {
 	timeout := c.cfg.QueryTimeout
 	if timeout <= 0 {
 		timeout = compactTimeout
@@ -160,21 +161,30 @@ func (c *controls) runCompact(k compacter, channel, key string, b session.Bindin
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	log := c.log.With().Str("channel", channel).Str("session", b.SessionID).Logger()
+	started := c.clock.Now()
 	res, err := k.Compact(ctx, c.compactRequest(channel, key, b))
+	nb, changed := b, false
 	if err == nil && res.SessionID != "" && res.SessionID != b.SessionID {
-		nb := b
-		nb.SessionID, nb.Updated = res.SessionID, c.clock.Now()
+		nb.SessionID, changed = res.SessionID, true
+	}
+	switch {
+	case res.SessionCostUSD > b.SessionCostUSD && res.SessionID == b.SessionID:
+		// claude reports the session's running total: the summary's
+		// share is counted here, and the binding's total moves on so
+		// that the next prompt is not charged for it again.
+		res.CostUSD = res.SessionCostUSD - b.SessionCostUSD
+		nb.SessionCostUSD, changed = res.SessionCostUSD, true
+	case res.SessionCostUSD > 0:
+		res.CostUSD = 0 // a total of another session: not known apart from it
+	}
+	if changed {
+		nb.Updated = c.clock.Now()
 		if _, serr := c.sessions.SetIn(key, epoch, nb); serr != nil {
 			log.Error().Err(serr).Msg("save the compacted session")
 		}
 	}
 	end()
-	if res.SessionCostUSD > b.SessionCostUSD && res.SessionID == b.SessionID {
-		// claude reports the session's running total.
-		res.CostUSD = res.SessionCostUSD - b.SessionCostUSD
-	} else {
-		res.CostUSD = 0 // not known apart from the session's total
-	}
+	c.spentOnCompact(channel, user, res, err, c.clock.Since(started))
 	text := compactReport(res, err)
 	if err != nil {
 		log.Warn().Err(err).Msg("compaction failed")
@@ -187,6 +197,32 @@ func (c *controls) runCompact(k compacter, channel, key string, b session.Bindin
 	}
 	if err := poster.Announce(ctx, channel, text, nil); err != nil {
 		log.Warn().Err(err).Msg("compaction report not posted")
+	}
+}
+
+// spentOnCompact records a compaction in the cost ledger as a model call
+// of its own (kind compact), whatever its outcome, so /cost and the
+// budgets count it.
+func (c *controls) spentOnCompact(channel, user string, res backends.Result, err error, took time.Duration) {
+	if c.ledger == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	entry := cost.Entry{
+		Time: c.clock.Now(), Channel: c.budgetChannel(channel), User: user, Kind: cost.KindCompact,
+		Session: res.SessionID, Backend: c.backend, Model: res.Model,
+		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
+		CacheReadTokens: res.Usage.CacheReadTokens, CacheCreationTokens: res.Usage.CacheCreationTokens,
+		CostUSD: res.CostUSD, Estimate: res.CostEstimated, Duration: took, Outcome: outcome,
+	}
+	if entry.Channel != channel {
+		entry.Thread = channel
+	}
+	if lerr := c.ledger.Record(entry); lerr != nil {
+		c.log.Error().Err(lerr).Str("channel", channel).Float64("cost_usd", res.CostUSD).Msg("could not record the compaction in the cost ledger")
 	}
 }
 
@@ -248,7 +284,7 @@ func compactReport(res backends.Result, err error) string {
 		text += fmt.Sprintf(" Context %s tokens.", tokens(res.ContextTokens))
 	}
 	if res.CostUSD > 0 {
-		text += " The summary cost " + card.Dollars(res.CostUSD) + ", counted with the next prompt."
+		text += " The summary cost " + card.Dollars(res.CostUSD) + "."
 	}
 	return text
 }

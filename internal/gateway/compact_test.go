@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/agentgateway/gateway/backends"
 	"github.com/agentgateway/gateway/internal/config"
+	"github.com/agentgateway/gateway/internal/cost"
 	"github.com/agentgateway/gateway/internal/fakediscord"
 )
 
@@ -103,9 +106,24 @@ func TestCompactCommand(t *testing.T) {
 		t.Errorf("/compact answered %q", got)
 	}
 	report := h.botSays("Compacted")
-	if want := "🗜️ Compacted: the conversation so far is now a summary. Context 2% (4,000 tokens). The summary cost $0.0200, counted with the next prompt."; report.Content != want {
+	if want := "🗜️ Compacted: the conversation so far is now a summary. Context 2% (4,000 tokens). The summary cost $0.0200."; report.Content != want {
 		t.Errorf("report = %q, want %q", report.Content, want)
 	}
+	// The summary is a ledger entry of its own; the binding's total
+	// moved on, so the next prompt is not charged for it again.
+	if b, _ := h.sessions().Get(h.channel.String()); b.SessionCostUSD != 0.52 {
+		t.Errorf("binding's session total after /compact = %v, want 0.52", b.SessionCostUSD)
+	}
+	var spent float64
+	h.fd.Wait(t, "the prompt and the compaction in the ledger", waitLong, func() bool {
+		ledger, err := cost.Open(filepath.Join(h.cfg.ConfigDir, cost.FileName), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ledger.Close()
+		_, spent = ledger.Spent(time.Now(), h.channel.String())
+		return math.Abs(spent-0.52) < 1e-9
+	})
 	reqs := fake.requests()
 	if len(reqs) != 1 || reqs[0].SessionID != "s1" || reqs[0].Key != h.channel.String() || reqs[0].WorkDir != h.cfg.ConfigDir {
 		t.Fatalf("Compact got %+v, want session s1 of the channel in CONFIG_DIR", reqs)
