@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -283,4 +284,59 @@ func FuzzParsePiApproval(f *testing.F) {
 			t.Fatalf("input %q is not a JSON object: %v", a.Input, err)
 		}
 	})
+}
+
+func TestPiCompact(t *testing.T) {
+	t.Parallel()
+	fake := newPiRPCFake(t)
+	p := newTestPiRPC(t, fake.bin, WarmOptions{})
+	work := t.TempDir()
+	if _, err := p.Compact(context.Background(), piRPCRequest(work, "")); !errors.Is(err, ErrNotCompacted) {
+		t.Errorf("Compact without a session = %v, want ErrNotCompacted", err)
+	}
+	first, err := p.Run(context.Background(), piRPCRequest(work, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Compact(context.Background(), piRPCRequest(work, first.SessionID))
+	if err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	if !res.Compacted || res.SessionID != "s-new" || res.CostUSD != 0.01 || res.ContextWindow != 128000 {
+		t.Errorf("Compact = %+v, want compacted, the session, its cost from the session total", res)
+	}
+	if n := len(fake.starts()); n != 1 {
+		t.Errorf("pi started %d times, want the kept process used", n)
+	}
+	next, err := p.Run(context.Background(), piRPCRequest(work, first.SessionID), nil)
+	if err != nil || !next.Warm {
+		t.Errorf("turn after the compaction = %+v, %v; want it on the same process", next, err)
+	}
+
+	fake.setMode(t, "nocompact")
+	_, err = p.Compact(context.Background(), piRPCRequest(work, first.SessionID))
+	if !errors.Is(err, ErrNotCompacted) || !strings.Contains(err.Error(), "Nothing to compact") {
+		t.Errorf("refused Compact = %v, want ErrNotCompacted with pi's reason", err)
+	}
+	if w := p.Warm(); w.Processes != 1 {
+		t.Errorf("Warm() = %+v, want the process kept after a refusal", w)
+	}
+}
+
+func TestPiRPCCompactionEstimate(t *testing.T) {
+	t.Parallel()
+	state := json.RawMessage(`{"model":{"id":"m","cost":{"input":3,"output":15}}}`)
+	usd, ok := piRPCCompactionEstimate(json.RawMessage(`{"summary":"`+strings.Repeat("x", 400)+`","tokensBefore":100000}`), state)
+	if want := (100000*3.0 + 100*15.0) / 1e6; !ok || math.Abs(usd-want) > 1e-12 {
+		t.Errorf("estimate = %v, %v; want %v", usd, ok, want)
+	}
+	for _, c := range []struct{ compact, state string }{
+		{`{"summary":"s","tokensBefore":100}`, `{"model":{"id":"m"}}`},
+		{`{"summary":"s"}`, string(state)},
+		{`not json`, string(state)},
+	} {
+		if usd, ok := piRPCCompactionEstimate(json.RawMessage(c.compact), json.RawMessage(c.state)); ok {
+			t.Errorf("estimate(%s, %s) = %v, want none", c.compact, c.state, usd)
+		}
+	}
 }

@@ -31,6 +31,7 @@ import (
 //	approve_stop  the same, then the next command (the abort) ends the run
 //	refuse    the prompt is refused (no API key)
 //	steer     a prompt waits; a steer command is taken in and answered
+//	nocompact the compact command is refused
 //
 // Every start appends its arguments (one line, NUL-separated) to "args";
 // every command it reads goes to "stdin".
@@ -45,6 +46,7 @@ for a in "$@"; do
 done
 if [ "$sess" = s-stale ]; then echo "No session found matching '$sess'" >&2; exit 1; fi
 n=0
+compacts=0
 ans() { printf '{"id":"%%s","type":"response","command":"%%s","success":true%%s}\n' "$1" "$2" "$3"; }
 while IFS= read -r line; do
   printf '%%s\n' "$line" >> "$d/stdin"
@@ -54,7 +56,15 @@ while IFS= read -r line; do
   *'"type":"get_state"'*)
     ans "$id" get_state ",\"data\":{\"sessionId\":\"$sess\",\"model\":{\"provider\":\"fake\",\"id\":\"m\"},\"isStreaming\":false,\"isCompacting\":false}" ;;
   *'"type":"get_session_stats"'*)
-    ans "$id" get_session_stats ',"data":{"contextUsage":{"tokens":110,"contextWindow":128000}}' ;;
+    ans "$id" get_session_stats ",\"data\":{\"cost\":0.0$compacts,\"contextUsage\":{\"tokens\":110,\"contextWindow\":128000}}" ;;
+  *'"type":"compact"'*)
+    if [ "$mode" = nocompact ]; then
+      printf '{"id":"%%s","type":"response","command":"compact","success":false,"error":"Nothing to compact (session too small)"}\n' "$id"; continue
+    fi
+    compacts=$((compacts+1))
+    echo '{"type":"compaction_start","reason":"manual"}'
+    echo '{"type":"compaction_end","reason":"manual","result":{"summary":"s","tokensBefore":5000},"aborted":false,"willRetry":false}'
+    ans "$id" compact ',"data":{"summary":"s","firstKeptEntryId":"e1","tokensBefore":5000}' ;;
   *'"type":"prompt"'*)
     n=$((n+1))
     if [ "$mode" = refuse ]; then

@@ -709,3 +709,45 @@ func TestConformancePiRPCApproval(t *testing.T) {
 		t.Errorf("warm processes = %+v, want the one process kept throughout", w)
 	}
 }
+
+// /compact on pi: its RPC compact command on the warm process summarises
+// the session with one model call; the next turn goes on from the
+// summary in the same session and process.
+func TestConformancePiRPCCompact(t *testing.T) {
+	api := fakeapi.StartAnthropic(t,
+		fakeapi.Text("Teal it is."),
+		fakeapi.Text("Teal."),
+	)
+	b := piRPCBackend(t, piRPCHome(t, api))
+	dir := t.TempDir()
+	res, err := b.Run(context.Background(), piRPCReq(dir, "My favourite colour is teal.", ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, ok := b.(interface {
+		Compact(context.Context, backends.Request) (backends.Result, error)
+	})
+	if !ok {
+		t.Fatal("the pi backend cannot compact")
+	}
+	c, err := k.Compact(context.Background(), piRPCReq(dir, "", res.SessionID))
+	if err != nil {
+		t.Fatalf("Compact: %v\n%s", err, api.Summary())
+	}
+	if !c.Compacted || c.SessionID != res.SessionID || c.CostUSD <= 0 || !c.CostEstimated {
+		t.Errorf("Compact = %+v, want the session compacted and an estimate of what the summary cost", c)
+	}
+	t.Logf("compaction: %+v", c)
+	next, err := b.Run(context.Background(), piRPCReq(dir, "What is my favourite colour?", res.SessionID), nil)
+	if err != nil || !next.Warm || next.SessionID != res.SessionID {
+		t.Fatalf("turn after the compaction = %+v, %v", next, err)
+	}
+	all := api.Requests()
+	if len(all) != 3 {
+		t.Fatalf("model requests = %d, want 3 (the summary's among them)\n%s", len(all), api.Summary())
+	}
+	// pi keeps the most recent messages as they were, after the summary.
+	if last := flatten(all[2]); !strings.Contains(last, "compacted into the following summary") {
+		t.Errorf("the turn after the compaction does not start from the summary:\n%.600s", last)
+	}
+}

@@ -284,7 +284,11 @@ func compactReport(res backends.Result, err error) string {
 		text += fmt.Sprintf(" Context %s tokens.", tokens(res.ContextTokens))
 	}
 	if res.CostUSD > 0 {
-		text += " The summary cost " + card.Dollars(res.CostUSD) + "."
+		about := ""
+		if res.CostEstimated {
+			about = "about "
+		}
+		text += " The summary cost " + about + card.Dollars(res.CostUSD) + "."
 	}
 	return text
 }

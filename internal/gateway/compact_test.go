@@ -241,6 +241,8 @@ func TestCompactReport(t *testing.T) {
 			nil, "🗜️ Compacted: the conversation so far is now a summary. Context 1% (2,566 tokens)."},
 		{"unknown window", backends.Result{Compacted: true, ContextTokens: 45_300, Model: "llama"},
 			nil, "🗜️ Compacted: the conversation so far is now a summary. Context 45k tokens."},
+		{"an estimate (pi)", backends.Result{Compacted: true, CostUSD: 0.0123, CostEstimated: true},
+			nil, "🗜️ Compacted: the conversation so far is now a summary. The summary cost about $0.0123."},
 		{"CLI failed", backends.Result{}, &backends.Error{Kind: backends.KindTimeout, Message: "/srv/secret path"},
 			"Not compacted: the agent's CLI failed (timeout). The conversation goes on as it was; the gateway's log says more."},
 	} {
