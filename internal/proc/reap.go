@@ -186,10 +186,13 @@ func reapAdoptedLocked(pid int) {
 	}
 }
 
-// stat is what sweep needs of /proc/<pid>/stat.
+// stat is what sweep and EndTurnTools need of /proc/<pid>/stat.
 type stat struct {
 	state      byte
 	ppid, pgrp int
+	// start is when the process started, in clock ticks after boot
+	// (starttime, the 22nd field); 0 when the line is shorter.
+	start uint64
 }
 
 // dead reports a zombie (or a process past that).
@@ -220,7 +223,14 @@ func parseStat(b []byte) (stat, bool) {
 	if err1 != nil || err2 != nil {
 		return stat{}, false
 	}
-	return stat{state: f[0][0], ppid: ppid, pgrp: pgrp}, true
+	st := stat{state: f[0][0], ppid: ppid, pgrp: pgrp}
+	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	// cmajflt utime stime cutime cstime priority nice num_threads
+	// itrealvalue starttime: starttime is the 20th after the ')'.
+	if len(f) >= 20 {
+		st.start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return st, true
 }
 
 // hasMark reports whether the environment pid started with holds the entry

@@ -1,4 +1,4 @@
-package backends
+package proc
 
 import (
 	"io"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// stopGroupLeader starts script under sh in a process group of its own,
+// turnLeader starts script under sh in a process group of its own,
 // as a warm CLI runs, with its stdin kept open for the test to write to.
-func stopGroupLeader(t *testing.T, script string) (*exec.Cmd, io.WriteCloser) {
+func turnLeader(t *testing.T, script string) (*exec.Cmd, io.WriteCloser) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -62,14 +62,14 @@ func alive(pid int) bool {
 	return false
 }
 
-func TestStopGroupEndsTheTurnsCommandsNotTheLeader(t *testing.T) {
+func TestEndTurnToolsEndsTheTurnsCommandsNotTheLeader(t *testing.T) {
 	since := time.Now()
 	// A tool call in a group of its own with a job, and a helper the
 	// "CLI" starts in its own group (an MCP server started mid-turn).
-	cmd, _ := stopGroupLeader(t, "setsid sh -c 'sleep 100 & sleep 100; wait' & sleep 102 & read x")
+	cmd, _ := turnLeader(t, "setsid sh -c 'sleep 100 & sleep 100; wait' & sleep 102 & read x")
 	kids := waitChildren(t, cmd.Process.Pid, 2, since)
 	tool := waitToolGroup(t, cmd.Process.Pid, since)
-	if n := endTurnTools(cmd.Process.Pid, since, time.Second); n != 3 {
+	if n := EndTurnTools(cmd.Process.Pid, since, time.Second); n != 3 {
 		t.Errorf("signalled %d processes, want the tool's sh and its 2 sleeps", n)
 	}
 	if left := turnProcesses(cmd.Process.Pid, since); len(left) > 0 {
@@ -92,12 +92,12 @@ func TestStopGroupEndsTheTurnsCommandsNotTheLeader(t *testing.T) {
 // A command that ignores SIGTERM, in a process group of its own (as the
 // CLIs run their shell tools), gets SIGKILL after the grace; a job its
 // shell started is ended with it.
-func TestStopGroupKillsWhatIgnoresTerm(t *testing.T) {
+func TestEndTurnToolsKillsWhatIgnoresTerm(t *testing.T) {
 	since := time.Now()
-	cmd, _ := stopGroupLeader(t, `setsid sh -c 'trap "" TERM; sleep 100 & sleep 101' & read x`)
+	cmd, _ := turnLeader(t, `setsid sh -c 'trap "" TERM; sleep 100 & sleep 101' & read x`)
 	waitChildren(t, cmd.Process.Pid, 1, since)
 	tool := waitToolGroup(t, cmd.Process.Pid, since)
-	endTurnTools(cmd.Process.Pid, since, 50*time.Millisecond)
+	EndTurnTools(cmd.Process.Pid, since, 50*time.Millisecond)
 	if left := turnProcesses(cmd.Process.Pid, since); len(left) > 0 {
 		t.Errorf("left running: %v (the tool's group %d)", left, tool)
 	}
@@ -134,8 +134,8 @@ func waitToolGroup(t *testing.T, leader int, since time.Time) int {
 }
 
 // What the leader started before the turn (an MCP server) stays.
-func TestStopGroupKeepsWhatStartedBeforeTheTurn(t *testing.T) {
-	cmd, stdin := stopGroupLeader(t, "setsid sleep 100 & read x; setsid sleep 101 & read y")
+func TestEndTurnToolsKeepsWhatStartedBeforeTheTurn(t *testing.T) {
+	cmd, stdin := turnLeader(t, "setsid sleep 100 & read x; setsid sleep 101 & read y")
 	before := waitChildren(t, cmd.Process.Pid, 1, time.Time{})
 	// Start times are known to the kernel's tick: the turn begins two
 	// ticks later, so the process before it cannot count as the turn's.
@@ -145,7 +145,7 @@ func TestStopGroupKeepsWhatStartedBeforeTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	during := waitChildren(t, cmd.Process.Pid, 1, since)
-	endTurnTools(cmd.Process.Pid, since, time.Second)
+	EndTurnTools(cmd.Process.Pid, since, time.Second)
 	if !alive(before[0]) {
 		t.Errorf("the process started before the turn (%d) was killed", before[0])
 	}
