@@ -83,16 +83,11 @@ func (m *acpMapper) toolCall(tc *acp.SessionUpdateToolCall) []Event {
 	if _, seen := m.tools[id]; seen {
 		// A repeated tool_call for the same id updates it.
 		st := tc.Status
-		var evs []Event
-		if name, ok := m.unshown[id]; ok && (!acpEmptyInput(tc.RawInput) || (st != "" && st != acp.ToolCallStatusPending)) {
-			delete(m.unshown, id)
-			evs = append(evs, m.use(id, name, tc.RawInput))
-		}
-		return append(evs, m.finish(id, tc.Title, &st)...)
+		return append(m.reveal(id, tc.RawInput, st), m.finish(id, tc.Title, &st)...)
 	}
 	st := tc.Status
 	name := acpToolName(tc.Title, tc.Kind)
-	if acpEmptyInput(tc.RawInput) && (st == "" || st == acp.ToolCallStatusPending) {
+	if !acpShowable(tc.RawInput, st) {
 		m.tools[id] = false
 		m.unshown[id] = name
 		return nil
@@ -103,11 +98,12 @@ func (m *acpMapper) toolCall(tc *acp.SessionUpdateToolCall) []Event {
 
 func (m *acpMapper) toolCallUpdate(tu *acp.SessionToolCallUpdate) []Event {
 	id := string(tu.ToolCallId)
-	var evs []Event
-	if name, ok := m.unshown[id]; ok && (!acpEmptyInput(tu.RawInput) || (tu.Status != nil && *tu.Status != acp.ToolCallStatusPending)) {
-		delete(m.unshown, id)
-		evs = append(evs, m.use(id, name, tu.RawInput))
-	} else if _, seen := m.tools[id]; !seen {
+	var st acp.ToolCallStatus
+	if tu.Status != nil {
+		st = *tu.Status
+	}
+	evs := m.reveal(id, tu.RawInput, st)
+	if _, seen := m.tools[id]; !seen {
 		// An update for a call the turn has not seen (a call started in a
 		// turn that was cancelled, or an agent that skips tool_call).
 		title := ""
@@ -125,6 +121,23 @@ func (m *acpMapper) toolCallUpdate(tu *acp.SessionToolCallUpdate) []Event {
 		title = *tu.Title
 	}
 	return append(evs, m.finish(id, title, tu.Status)...)
+}
+
+// reveal shows a call announced without its input once an update brings
+// the input, or says it runs or ended.
+func (m *acpMapper) reveal(id string, raw any, st acp.ToolCallStatus) []Event {
+	name, ok := m.unshown[id]
+	if !ok || !acpShowable(raw, st) {
+		return nil
+	}
+	delete(m.unshown, id)
+	return []Event{m.use(id, name, raw)}
+}
+
+// acpShowable reports whether a call can go on the card: its input is
+// known, or it is past pending.
+func acpShowable(raw any, st acp.ToolCallStatus) bool {
+	return !acpEmptyInput(raw) || (st != "" && st != acp.ToolCallStatusPending)
 }
 
 func (m *acpMapper) use(id, name string, raw any) Event {
