@@ -238,13 +238,8 @@ func (p *acpProc) warmWait()            { _, _ = p.p.Wait() }
 // start spawns the agent and initializes the connection. The process
 // outlives the turn's ctx: it is kept for the conversation.
 func (a *ACP) start(ctx context.Context, req Request, l acpLaunch) (*acpProc, error) {
-	pctx, kill := context.WithCancel(context.Background())
-	p, err := a.run.start(pctx, runSpec{bin: l.Path, args: l.Args, dir: req.WorkDir, env: l.Env, stdinPipe: true})
+	p, kill, err := a.run.startKept(runSpec{bin: l.Path, args: l.Args, dir: req.WorkDir, env: l.Env}, l.Cleanup)
 	if err != nil {
-		kill()
-		if l.Cleanup != nil {
-			l.Cleanup()
-		}
 		return nil, err
 	}
 	client := &acpClient{}

@@ -135,21 +135,13 @@ func (c *Claude) spawn(bin string, req Request, approvals bool) (*claudeProc, er
 	if err := checkWorkDir(req.WorkDir); err != nil {
 		return nil, err
 	}
-	// The process outlives this turn's prompt file: it gets a copy of its
-	// own (claude reads it at start).
-	file, remove := "", func() {}
-	if text := systemText(req); text != "" {
-		var err error
-		if file, remove, err = c.run.tempFile("claude-system-*.md", text); err != nil {
-			return nil, err
-		}
-	}
-	ctx, kill := context.WithCancel(context.Background())
-	p, err := c.run.start(ctx, runSpec{bin: bin, args: interactiveArgs(req, file, approvals), dir: req.WorkDir,
-		env: c.run.env(nil, nil), stdinPipe: true})
+	file, remove, err := c.run.keptSystemFile("claude-system-*.md", req)
 	if err != nil {
-		kill()
-		remove()
+		return nil, err
+	}
+	p, kill, err := c.run.startKept(runSpec{bin: bin, args: interactiveArgs(req, file, approvals), dir: req.WorkDir,
+		env: c.run.env(nil, nil)}, remove)
+	if err != nil {
 		return nil, err
 	}
 	cp := &claudeProc{

@@ -196,12 +196,8 @@ func (c *Codex) appEnv() ([]string, string) {
 // spawnApp starts an app-server and initializes it. The process is not in
 // the pool yet; it holds no thread.
 func (c *Codex) spawnApp(ctx context.Context, bin string, args, env []string, req Request) (*codexAppProc, error) {
-	// The process outlives the turn's context: it is stopped by kill (the
-	// pool, a hang, an unanswered interrupt).
-	pctx, kill := context.WithCancel(context.Background())
-	p, err := c.run.start(pctx, runSpec{bin: bin, args: args, dir: req.WorkDir, env: env, stdinPipe: true})
+	p, kill, err := c.run.startKept(runSpec{bin: bin, args: args, dir: req.WorkDir, env: env}, nil)
 	if err != nil {
-		kill()
 		return nil, err
 	}
 	cp := &codexAppProc{p: p, kill: kill, stdin: p.Stdin(),

@@ -285,13 +285,9 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 	if err := checkWorkDir(req.WorkDir); err != nil {
 		return nil, err
 	}
-	// The process outlives this turn's prompt file: it gets a copy.
-	file, remove := "", func() {}
-	if text := systemText(req); text != "" {
-		var err error
-		if file, remove, err = r.run.tempFile("pi-system-*.md", text); err != nil {
-			return nil, err
-		}
+	file, remove, err := r.run.keptSystemFile("pi-system-*.md", req)
+	if err != nil {
+		return nil, err
 	}
 	ext := ""
 	if piAsks(req) {
@@ -301,12 +297,9 @@ func (r *piRPC) spawn(ctx context.Context, bin string, req Request) (*piRPCProc,
 			return nil, err
 		}
 	}
-	pctx, kill := context.WithCancel(context.Background())
-	p, err := r.run.start(pctx, runSpec{bin: bin, args: piRPCArgs(req, file, ext), dir: req.WorkDir,
-		env: r.run.env(nil, nil), stdinPipe: true})
+	p, kill, err := r.run.startKept(runSpec{bin: bin, args: piRPCArgs(req, file, ext), dir: req.WorkDir,
+		env: r.run.env(nil, nil)}, remove)
 	if err != nil {
-		kill()
-		remove()
 		return nil, err
 	}
 	pp := &piRPCProc{

@@ -192,6 +192,35 @@ func (r runner) start(ctx context.Context, spec runSpec) (*proc.Process, error) 
 	return nil, &Error{Kind: KindCrashed, Message: "start " + r.cli.name, Err: err}
 }
 
+// startKept starts a process that serves more than one turn, with a pipe
+// to its stdin. It outlives the context of the turn that started it: kill
+// stops it (the pool, a hang, an unanswered interrupt). When it cannot
+// start, undo (if not nil) removes what was written for it.
+func (r runner) startKept(spec runSpec, undo func()) (p *proc.Process, kill context.CancelFunc, err error) {
+	ctx, kill := context.WithCancel(context.Background())
+	spec.stdinPipe = true
+	if p, err = r.start(ctx, spec); err != nil {
+		kill()
+		if undo != nil {
+			undo()
+		}
+		return nil, nil, err
+	}
+	return p, kill, nil
+}
+
+// keptSystemFile copies req's system prompt into a file of a kept
+// process's own, named by pattern: the turn's file goes with the turn, the
+// process stays for the next. Without a system prompt it is "" and remove
+// does nothing.
+func (r runner) keptSystemFile(pattern string, req Request) (path string, remove func(), err error) {
+	text := systemText(req)
+	if text == "" {
+		return "", func() {}, nil
+	}
+	return r.tempFile(pattern, text)
+}
+
 // runOnce starts one process for a turn, feeds its stdout to parse a line
 // at a time, emits the events, waits for it and logs what was skipped. The
 // error is start's; what the run itself ended with is the adapter's to
