@@ -72,16 +72,16 @@ func signalUntilGone(leader int, since time.Time, sig syscall.Signal, within tim
 	var tick *time.Ticker
 	sent := map[int]bool{}
 	for {
-		pids := turnProcesses(leader, since)
-		if len(pids) == 0 {
+		procs := turnProcs(leader, since)
+		if len(procs) == 0 {
 			return true
 		}
-		for _, pid := range pids {
-			if sent[pid] {
+		for _, p := range procs {
+			if sent[p.pid] {
 				continue
 			}
-			if err := syscall.Kill(pid, sig); err == nil || !errors.Is(err, syscall.ESRCH) {
-				sent[pid], signalled[pid] = true, true
+			if err := signalSame(p, sig); err == nil || !errors.Is(err, syscall.ESRCH) {
+				sent[p.pid], signalled[p.pid] = true, true
 			}
 		}
 		if !time.Now().Before(deadline) {
@@ -95,9 +95,33 @@ func signalUntilGone(leader int, since time.Time, sig syscall.Signal, within tim
 	}
 }
 
+// signalSame sends sig to p if its pid still names p: the process may
+// have died since /proc was read and its pid gone to another. A pidfd pins
+// the process the pid names now; its start time, read after that, tells
+// whether it is p (ESRCH when it is not). Without pidfds (Linux before
+// 5.3, a seccomp filter) it checks the start time and signals the pid.
+func signalSame(p liveProc, sig syscall.Signal) error {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	pinned := err == nil
+	switch {
+	case pinned:
+		defer unix.Close(fd)
+	case errors.Is(err, syscall.ESRCH):
+		return err
+	}
+	if st, ok := readStat(p.pid); !ok || st.start != p.ticks {
+		return syscall.ESRCH
+	}
+	if !pinned { // no pidfds here (ENOSYS, or refused by a seccomp filter)
+		return syscall.Kill(p.pid, sig)
+	}
+	return unix.PidfdSendSignal(fd, sig, nil, 0)
+}
+
 // liveProc is a live process as turnProcesses sees it.
 type liveProc struct {
 	pid, ppid, pgrp int
+	ticks           uint64 // its start, in clock ticks after boot
 	started         time.Time
 }
 
@@ -110,6 +134,16 @@ type liveProc struct {
 // server opencode starts when a file is first touched) is the CLI's, kept
 // with it.
 func turnProcesses(leader int, since time.Time) []int {
+	procs := turnProcs(leader, since)
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.pid
+	}
+	return pids
+}
+
+// turnProcs is turnProcesses with what /proc said of each.
+func turnProcs(leader int, since time.Time) []liveProc {
 	all := readProcStats()
 	children := map[int][]liveProc{}
 	var leaderGroup int
@@ -121,17 +155,17 @@ func turnProcesses(leader int, since time.Time) []int {
 	}
 	// A process counts from the tick its start falls in.
 	inTurn := func(s liveProc) bool { return !s.started.Before(since.Add(-clockTick)) }
-	found := map[int]bool{}
+	found := map[int]liveProc{}
 	groups := map[int]bool{} // the tool groups of the turn
 	var walk func(pid int, inTool bool)
 	walk = func(pid int, inTool bool) {
 		for _, c := range children[pid] {
-			if c.pid == leader || found[c.pid] {
+			if _, seen := found[c.pid]; seen || c.pid == leader {
 				continue
 			}
 			tool := inTool || (inTurn(c) && c.pgrp == c.pid && c.pgrp != leaderGroup)
 			if tool && inTurn(c) && c.pgrp != leaderGroup {
-				found[c.pid] = true
+				found[c.pid] = c
 				if c.pgrp == c.pid {
 					groups[c.pgrp] = true
 				}
@@ -142,14 +176,14 @@ func turnProcesses(leader int, since time.Time) []int {
 	walk(leader, false)
 	for _, s := range all {
 		if groups[s.pgrp] && s.pid != leader && inTurn(s) {
-			found[s.pid] = true
+			found[s.pid] = s
 		}
 	}
-	pids := make([]int, 0, len(found))
-	for pid := range found {
-		pids = append(pids, pid)
+	procs := make([]liveProc, 0, len(found))
+	for _, p := range found {
+		procs = append(procs, p)
 	}
-	return pids
+	return procs
 }
 
 // readProcStats reads /proc/<pid>/stat of every live process; zombies
@@ -167,7 +201,7 @@ func readProcStats() []liveProc {
 			continue
 		}
 		if st, ok := readStat(pid); ok && !st.dead() {
-			out = append(out, liveProc{pid: pid, ppid: st.ppid, pgrp: st.pgrp, started: boot.Add(time.Duration(st.start) * clockTick)})
+			out = append(out, liveProc{pid: pid, ppid: st.ppid, pgrp: st.pgrp, ticks: st.start, started: boot.Add(time.Duration(st.start) * clockTick)})
 		}
 	}
 	return out

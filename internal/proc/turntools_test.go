@@ -153,3 +153,37 @@ func TestEndTurnToolsKeepsWhatStartedBeforeTheTurn(t *testing.T) {
 		t.Errorf("the turn's process %d still runs", during[0])
 	}
 }
+
+// A pid whose process is not the one /proc listed (it died and the pid
+// went to another) is not signalled; the one listed is.
+func TestSignalSameSignalsOnlyTheProcessListed(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	st, ok := readStat(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("no /proc stat for the child")
+	}
+	listed := liveProc{pid: cmd.Process.Pid, ticks: st.start}
+
+	other := listed
+	other.ticks++ // a process that started later under the same pid
+	if err := signalSame(other, syscall.SIGKILL); err != syscall.ESRCH {
+		t.Fatalf("signalSame(another process's pid) = %v, want ESRCH", err)
+	}
+	if st, ok := readStat(cmd.Process.Pid); !ok || st.dead() {
+		t.Fatal("the child died from a signal meant for another process")
+	}
+
+	if err := signalSame(listed, syscall.SIGKILL); err != nil {
+		t.Fatalf("signalSame(the listed process) = %v", err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the child exited cleanly; want it killed")
+	}
+	if err := signalSame(listed, syscall.SIGKILL); err != syscall.ESRCH {
+		t.Errorf("signalSame(a reaped process) = %v, want ESRCH", err)
+	}
+}
