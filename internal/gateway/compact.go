@@ -211,16 +211,7 @@ func (c *controls) spentOnCompact(channel, user string, res backends.Result, err
 	if err != nil {
 		outcome = "error"
 	}
-	entry := cost.Entry{
-		Time: c.clock.Now(), Channel: c.budgetChannel(channel), User: user, Kind: cost.KindCompact,
-		Session: res.SessionID, Backend: c.backend, Model: res.Model,
-		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
-		CacheReadTokens: res.Usage.CacheReadTokens, CacheCreationTokens: res.Usage.CacheCreationTokens,
-		CostUSD: res.CostUSD, Estimate: res.CostEstimated, Duration: took, Outcome: outcome,
-	}
-	if entry.Channel != channel {
-		entry.Thread = channel
-	}
+	entry := c.ledgerEntry(channel, user, cost.KindCompact, res, took, outcome)
 	if lerr := c.ledger.Record(entry); lerr != nil {
 		c.log.Error().Err(lerr).Str("channel", channel).Float64("cost_usd", res.CostUSD).Msg("could not record the compaction in the cost ledger")
 	}

@@ -417,20 +417,27 @@ func (c *controls) Spent(e queue.Event, out agent.Outcome, took time.Duration) {
 	case out.Err != nil:
 		outcome = "error"
 	}
-	r := out.Result
+	entry := c.ledgerEntry(e.ChannelID, e.UserID, string(e.Kind), out.Result, took, outcome)
+	entry.Name = e.Name
+	if err := c.ledger.Record(entry); err != nil {
+		c.log.Error().Err(err).Uint64("event", e.ID).Float64("cost_usd", entry.CostUSD).Msg("could not record the turn in the cost ledger")
+	}
+}
+
+// ledgerEntry is the cost ledger's record of one run of the agent in
+// channel ch, counted toward its budget channel (see budgetChannel).
+func (c *controls) ledgerEntry(ch, user, kind string, r backends.Result, took time.Duration, outcome string) cost.Entry {
 	entry := cost.Entry{
-		Time: c.clock.Now(), Channel: c.budgetChannel(e.ChannelID), User: e.UserID, Kind: string(e.Kind), Name: e.Name,
+		Time: c.clock.Now(), Channel: c.budgetChannel(ch), User: user, Kind: kind,
 		Session: r.SessionID, Backend: c.backend, Model: r.Model,
 		InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
 		CacheReadTokens: r.Usage.CacheReadTokens, CacheCreationTokens: r.Usage.CacheCreationTokens,
 		CostUSD: r.CostUSD, Estimate: r.CostEstimated, Duration: took, Outcome: outcome,
 	}
-	if entry.Channel != e.ChannelID {
-		entry.Thread = e.ChannelID
+	if entry.Channel != ch {
+		entry.Thread = ch
 	}
-	if err := c.ledger.Record(entry); err != nil {
-		c.log.Error().Err(err).Uint64("event", e.ID).Float64("cost_usd", r.CostUSD).Msg("could not record the turn in the cost ledger")
-	}
+	return entry
 }
 
 // budgetChannel is the channel whose budget and costs a turn in ch counts
