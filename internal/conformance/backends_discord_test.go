@@ -5,7 +5,6 @@ package conformance
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -207,7 +206,7 @@ func startDiscord(t *testing.T, bin string, b discordBackend, turns func(target 
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	_, pid := discordGatewayRun(t, bin, work, env, api)
+	_, pid := startGatewayRun(t, bin, work, env, api, syscall.SIGTERM)
 	fd.Wait(t, "the bot to connect", 30*time.Second, fd.Connected)
 	return &discordRun{t: t, fd: fd, channel: channel, alice: fd.User("alice"), bob: fd.User("bob"),
 		api: api, work: work, target: target, marker: marker, gatewayPid: pid}
@@ -394,38 +393,6 @@ func discordScenario(t *testing.T, bin string, b discordBackend) {
 			t.Errorf("bot message %q after the stop", m.Content)
 		}
 	}
-}
-
-// discordGatewayRun is gatewayRun for any fake model API.
-func discordGatewayRun(t *testing.T, bin, work string, env []string, api discordModelAPI) (*lockedBuffer, int) {
-	t.Helper()
-	cmd := exec.Command(bin, "run")
-	cmd.Dir = work
-	cmd.Env = env
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		// A shutdown stops the agent processes too; kill what is left.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("gateway output:\n%s\nmodel API:\n%s", logs.String(), api.Summary())
-		}
-	})
-	return &logs, cmd.Process.Pid
 }
 
 // discordAllowForSession: the author's "Allow for this session" runs the

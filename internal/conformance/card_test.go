@@ -50,7 +50,19 @@ func TestConformanceClaudeCostTotalIsPerSession(t *testing.T) {
 }
 
 // gatewayRun starts the built `gateway run` and returns its log and pid.
-func gatewayRun(t *testing.T, bin, work string, env []string, api *fakeapi.Anthropic) (*lockedBuffer, int) {
+// It is killed when the test ends.
+func gatewayRun(t *testing.T, bin, work string, env []string, api summarizer) (*lockedBuffer, int) {
+	return startGatewayRun(t, bin, work, env, api, syscall.SIGKILL)
+}
+
+// summarizer is what gatewayRun reads of a fake model API when a test
+// fails.
+type summarizer interface{ Summary() string }
+
+// startGatewayRun starts the built `gateway run` and returns its log and
+// pid. It gets stop when the test ends (SIGTERM: a shutdown that stops its
+// agent processes too), and SIGKILL if it is still there 15 s later.
+func startGatewayRun(t *testing.T, bin, work string, env []string, api summarizer, stop syscall.Signal) (*lockedBuffer, int) {
 	t.Helper()
 	cmd := exec.Command(bin, "run")
 	cmd.Dir = work
@@ -64,8 +76,13 @@ func gatewayRun(t *testing.T, bin, work string, env []string, api *fakeapi.Anthr
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
+		_ = cmd.Process.Signal(stop)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
 	})
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -35,16 +35,24 @@ func cliBinary(t *testing.T, name string) string {
 	return abs
 }
 
-// processesWith lists the pids whose environment contains entry (a
-// KEY=value marker unique to one test's CLI runs).
-func processesWith(entry string) []int {
+// otherPids lists the pids in /proc but the test's own.
+func otherPids() []int {
 	var pids []int
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
+		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err == nil && pid != os.Getpid() {
+			pids = append(pids, pid)
 		}
+	}
+	return pids
+}
+
+// processesWith lists the pids whose environment contains entry (a
+// KEY=value marker unique to one test's CLI runs).
+func processesWith(entry string) []int {
+	var pids []int
+	for _, pid := range otherPids() {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		if err != nil {
 			continue

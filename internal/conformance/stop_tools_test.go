@@ -236,12 +236,7 @@ func waitForSleep(t *testing.T, marker string, done <-chan error) int {
 // one of their arguments or inside one (sh -c "sleep <marker> && ...").
 func markedProcesses(marker string) []int {
 	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		var pid int
-		if _, err := fmt.Sscanf(d.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
+	for _, pid := range otherPids() {
 		if _, ok := warmPgid(pid); !ok {
 			continue // gone or a zombie
 		}
