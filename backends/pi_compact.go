@@ -26,12 +26,9 @@ func (r *piRPC) compact(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	pp := r.pool.take(req.Key, piRPCSettings(bin, req), req.SessionID)
-	if pp == nil {
-		if pp, err = r.spawn(ctx, bin, req); err != nil {
-			return Result{}, err
-		}
-		r.pool.add(pp)
+	pp, err := r.acquire(ctx, bin, req)
+	if err != nil {
+		return Result{}, err
 	}
 	res, reusable, err := r.compactOn(ctx, pp)
 	r.pool.release(pp, reusable)

@@ -237,13 +237,9 @@ func (r *piRPC) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 	if err != nil {
 		return Result{}, err
 	}
-	settings := piRPCSettings(bin, req)
-	pp := r.pool.take(req.Key, settings, req.SessionID)
-	if pp == nil {
-		if pp, err = r.spawn(ctx, bin, req); err != nil {
-			return Result{}, err
-		}
-		r.pool.add(pp)
+	pp, err := r.acquire(ctx, bin, req)
+	if err != nil {
+		return Result{}, err
 	}
 	warm := pp.turns > 0
 	started := r.clock().Now()
@@ -275,6 +271,20 @@ func (r *piRPC) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 		return out.res, out.err
 	}
 	return out.res, nil
+}
+
+// acquire returns the conversation's kept process when it fits req (its
+// settings and session), else a new one, in the pool.
+func (r *piRPC) acquire(ctx context.Context, bin string, req Request) (*piRPCProc, error) {
+	if pp := r.pool.take(req.Key, piRPCSettings(bin, req), req.SessionID); pp != nil {
+		return pp, nil
+	}
+	pp, err := r.spawn(ctx, bin, req)
+	if err != nil {
+		return nil, err
+	}
+	r.pool.add(pp)
+	return pp, nil
 }
 
 // spawn starts `pi --mode rpc` for req and waits for its state: the
