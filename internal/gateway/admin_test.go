@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -250,12 +251,16 @@ func TestAdminReadinessFollowsDiscordAndShutdown(t *testing.T) {
 	g.mention(g.channel, "slow")
 	g.backendCalls(1)
 	g.cancel()
+	// With every turn on a worker (GATEWAY_E2E_WORKER=1), this process
+	// holds no turn: its drain has nothing to wait for, and it may be
+	// gone before it is asked.
+	onWorker := os.Getenv("GATEWAY_E2E_WORKER") == "1"
 	g.fd.Wait(t, "/readyz to say shutting down", waitLong, func() bool {
-		_, reason := readyz()
-		return reason == errQueueClosed.Error()
+		code, reason := readyz()
+		return reason == errQueueClosed.Error() || onWorker && code == 0
 	})
-	if code, _ := g.status("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz during the drain: %d", code)
+	if code, body := g.status("/healthz"); code != http.StatusOK && !onWorker {
+		t.Errorf("/healthz during the drain: %d %q", code, body)
 	}
 	close(release)
 	if err := g.stop(); err != nil {
