@@ -1,8 +1,9 @@
 SHELL := /bin/bash
 
 # The agent CLIs of the conformance suite: npm package and pinned version.
-# Each installs into .tools/<name> (git-ignored); a stamp file per version
-# makes a changed pin reinstall and an unchanged one reuse the install.
+# Each installs into .tools/<name> (git-ignored), with the command gateway
+# doctor and chat print for a missing CLI; a stamp file per version makes a
+# changed pin reinstall and an unchanged one reuse the install.
 CLIS := claude codex gemini opencode pi
 claude_PKG       := @anthropic-ai/claude-code
 claude_VERSION   := 2.1.330
@@ -31,16 +32,15 @@ help: ## list the targets
 build: ## build bin/gateway: static (CGO_ENABLED=0), stripped, with the version
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gateway ./cmd/gateway
 
-# make run and make chat put the pinned claude in .tools/ first on PATH, so
-# the gateway finds it there (AGENT_CLI_PATH, in the environment or .env,
-# still wins). ARGS go to the command: make chat ARGS='-m "hello"'.
-RUN_PATH := $(TOOLS)/claude/node_modules/.bin:$(PATH)
-
+# make run and make chat install the pinned claude into .tools/ when it is
+# missing; bin/gateway finds it there itself (beside bin/, before PATH;
+# AGENT_CLI_PATH, in the environment or .env, still wins). ARGS go to the
+# command: make chat ARGS='-m "hello"'.
 run: build $(call cli_stamp,claude) ## build, install the pinned claude into .tools/ when missing, and run the gateway (key and token in .env)
-	PATH="$(RUN_PATH)" ./bin/gateway run $(ARGS)
+	./bin/gateway run $(ARGS)
 
 chat: build $(call cli_stamp,claude) ## the same, with the terminal as the channel: no Discord needed (the key in .env)
-	PATH="$(RUN_PATH)" ./bin/gateway chat $(ARGS)
+	./bin/gateway chat $(ARGS)
 
 # make release: one static binary per platform, named with the version, and
 # their checksums, in dist/.
@@ -74,9 +74,7 @@ fuzz: ## run every fuzz target briefly (FUZZTIME=30s by default)
 
 define install_cli
 $(call cli_stamp,$(1)):
-	mkdir -p $(TOOLS)/$(1)
-	cd $(TOOLS)/$(1) && { test -f package.json || echo '{"private":true}' > package.json; } && \
-	  npm install --no-audit --no-fund --loglevel=error $($(1)_PKG)@$($(1)_VERSION)
+	npm install --prefix $(TOOLS)/$(1) --no-audit --no-fund --loglevel=error $($(1)_PKG)@$($(1)_VERSION)
 	rm -f $(TOOLS)/$(1)/.installed-* && touch $$@
 endef
 $(foreach c,$(CLIS),$(eval $(call install_cli,$(c))))

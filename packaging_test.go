@@ -122,7 +122,8 @@ func TestGitignoreListsTheState(t *testing.T) {
 
 // make run and make chat are the two commands of the quick start: they
 // build, install the pinned claude into .tools/ only when it is missing,
-// and start the gateway with that claude first on PATH.
+// and start bin/gateway, which finds that claude beside bin/ by itself, so
+// no PATH line is printed.
 func TestMakeRunAndChat(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
@@ -140,12 +141,15 @@ func TestMakeRunAndChat(t *testing.T) {
 	for _, target := range []string{"run", "chat"} {
 		out := dryRun(target)
 		for _, want := range []string{
-			"go build", "@anthropic-ai/claude-code@" + version,
-			`PATH="` + tools + `/claude/node_modules/.bin:`, "./bin/gateway " + target,
+			"go build", "npm install --prefix " + tools + "/claude", "@anthropic-ai/claude-code@" + version,
+			"\n./bin/gateway " + target,
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("make %s lacks %q:\n%s", target, want, out)
 			}
+		}
+		if strings.Contains(out, "PATH=") {
+			t.Errorf("make %s prints a PATH line:\n%s", target, out)
 		}
 	}
 	// Installed once: not again.

@@ -86,9 +86,9 @@ func TestACPAgentNotFound(t *testing.T) {
 		{"acp, a path that does not exist", NewACP(Options{Env: []string{emptyPath, "ACP_COMMAND=/no/such/dir/agent --acp"}, Warm: interactive}),
 			[]string{`"/no/such/dir/agent"`, "ACP_COMMAND"}},
 		{"gemini over ACP", NewGemini(Options{Env: []string{emptyPath}, Warm: interactive}),
-			[]string{"npm i -g @google/gemini-cli"}},
+			[]string{"npm install --prefix .tools/gemini @google/gemini-cli@" + Tested["gemini"]}},
 		{"opencode over ACP", NewOpencode(Options{Env: []string{emptyPath}, Warm: interactive}),
-			[]string{"npm i -g opencode-ai"}},
+			[]string{"npm install --prefix .tools/opencode opencode-ai@" + Tested["opencode"]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("PATH", strings.TrimPrefix(emptyPath, "PATH="))

@@ -15,7 +15,7 @@ func init() {
 }
 
 // claudeCLI is what the runner knows of claude.
-var claudeCLI = cliSpec{name: "claude", install: "npm i -g @anthropic-ai/claude-code", envAllow: claudeEnvAllow}
+var claudeCLI = cliSpec{name: "claude", envAllow: claudeEnvAllow}
 
 // claudeEnvAllow names the variables claude may see beyond baseEnv: its
 // credentials and endpoint (ANTHROPIC_*), its own switches (CLAUDE_*,

@@ -428,7 +428,7 @@ func TestClaudeNotFound(t *testing.T) {
 		if !errors.As(err, &e) || e.Kind != KindNotFound {
 			t.Fatalf("Run(%s) error = %v, want KindNotFound", bin, err)
 		}
-		if !strings.Contains(e.Message, "npm i -g @anthropic-ai/claude-code") || !strings.Contains(e.Message, "AGENT_CLI_PATH") {
+		if !strings.Contains(e.Message, "npm install --prefix .tools/claude @anthropic-ai/claude-code@"+Tested["claude"]) || !strings.Contains(e.Message, "AGENT_CLI_PATH") {
 			t.Errorf("message %q does not say how to fix it", e.Message)
 		}
 	}

@@ -23,7 +23,7 @@ func init() {
 }
 
 // codexCLI is what the runner knows of codex.
-var codexCLI = cliSpec{name: "codex", install: "npm i -g @openai/codex", envAllow: codexEnvAllow}
+var codexCLI = cliSpec{name: "codex", envAllow: codexEnvAllow}
 
 // codexEnvAllow names the variables codex may see beyond baseEnv: its
 // credentials and endpoint (OPENAI_*) and its own settings (CODEX_*, such

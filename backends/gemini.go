@@ -21,7 +21,7 @@ func init() {
 
 // geminiCLI is what the runner knows of gemini. gemini prints notices
 // that are not JSON on stdout.
-var geminiCLI = cliSpec{name: "gemini", install: "npm i -g @google/gemini-cli", envAllow: geminiEnvAllow, quietGarbage: true}
+var geminiCLI = cliSpec{name: "gemini", envAllow: geminiEnvAllow, quietGarbage: true}
 
 // geminiEnvAllow names the variables gemini may see beyond baseEnv: its
 // credentials, endpoint and switches (GEMINI_*, GOOGLE_* for Vertex AI and

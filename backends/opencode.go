@@ -15,7 +15,7 @@ func init() {
 }
 
 // opencodeCLI is what the runner knows of opencode.
-var opencodeCLI = cliSpec{name: "opencode", install: "npm i -g opencode-ai", envAllow: opencodeEnvAllow}
+var opencodeCLI = cliSpec{name: "opencode", envAllow: opencodeEnvAllow}
 
 // opencodeEnvAllow names the variables opencode may see beyond baseEnv: its
 // own settings (OPENCODE_*) and the keys of the providers it is most often

@@ -429,7 +429,7 @@ func TestOpencodeNotFound(t *testing.T) {
 		if !errors.As(err, &e) || e.Kind != KindNotFound {
 			t.Fatalf("Run(%s) error = %v, want KindNotFound", bin, err)
 		}
-		if !strings.Contains(e.Message, "npm i -g opencode-ai") || !strings.Contains(e.Message, "AGENT_CLI_PATH") {
+		if !strings.Contains(e.Message, "npm install --prefix .tools/opencode opencode-ai@"+Tested["opencode"]) || !strings.Contains(e.Message, "AGENT_CLI_PATH") {
 			t.Errorf("message %q does not say how to fix it", e.Message)
 		}
 	}

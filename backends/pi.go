@@ -14,7 +14,7 @@ func init() {
 
 // piCLI is what the runner knows of pi. pi prints notices that are not
 // JSON on stdout.
-var piCLI = cliSpec{name: "pi", install: "npm i -g @mariozechner/pi-coding-agent", envAllow: piEnvAllow, quietGarbage: true}
+var piCLI = cliSpec{name: "pi", envAllow: piEnvAllow, quietGarbage: true}
 
 // piEnvAllow names the variables pi may see beyond baseEnv: its own
 // settings (PI_*) and the credentials and endpoints of the providers it

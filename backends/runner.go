@@ -26,13 +26,11 @@ const (
 )
 
 // cliSpec is what the runner must know of one agent CLI: its name for
-// errors and logs, how to install it, and which variables it may see.
+// errors and logs, and which variables it may see. How to install it
+// follows from the name (InstallCommand).
 type cliSpec struct {
 	// name is the registry name and the CLI's usual binary ("claude").
 	name string
-	// install says how to get the CLI, for the not-found error
-	// ("npm i -g @anthropic-ai/claude-code").
-	install string
 	// missing, when set, is the not-found text for bin instead of the
 	// install hint: an agent the user names by its command line
 	// (ACP_COMMAND) is no package to install.
@@ -76,24 +74,26 @@ func (r runner) log() zerolog.Logger {
 	return r.opts.Log.With().Str("backend", r.cli.name).Logger()
 }
 
-// binary resolves the CLI to run: Options.Binary, or the CLI's name, on
-// PATH. A missing binary is KindNotFound with how to install it.
+// binary resolves the CLI to run: Options.Binary, or else the pinned
+// install next to the gateway, or the CLI's name on PATH (LocateCLI). A
+// missing binary is KindNotFound with how to install it.
 func (r runner) binary() (string, error) {
-	bin := r.opts.Binary
-	if bin == "" {
-		bin = r.cli.name
-	}
-	path, err := exec.LookPath(bin)
+	path, err := LocateCLI(r.cli.name, r.opts.Binary)
 	if err != nil {
+		bin := r.opts.Binary
+		if bin == "" {
+			bin = r.cli.name
+		}
 		return "", r.notFound(bin, err)
 	}
 	return path, nil
 }
 
 // notFound is the error of a binary that is not there: the CLI's own
-// text, or how to install it.
+// text, or how to install it. The install command names .tools/
+// relatively, since the error reaches logs: run it where bin/ is.
 func (r runner) notFound(bin string, err error) *Error {
-	msg := fmt.Sprintf("%s CLI %q not found: install with %s or set AGENT_CLI_PATH", r.cli.name, bin, r.cli.install)
+	msg := fmt.Sprintf("%s CLI %q not found: %s", r.cli.name, bin, installHint(r.cli.name, ""))
 	if r.cli.missing != nil {
 		msg = r.cli.missing(bin)
 	}

@@ -21,7 +21,7 @@ func testRunner(t *testing.T, script string, env ...string) runner {
 		t.Fatal(err)
 	}
 	opts := &Options{Binary: bin, Env: append([]string{"PATH=" + os.Getenv("PATH")}, env...), Log: zerolog.New(zerolog.NewTestWriter(t))}
-	return newRunner(cliSpec{name: "tool", install: "npm i -g tool", envAllow: []string{"TOOL_*"}}, opts)
+	return newRunner(cliSpec{name: "tool", envAllow: []string{"TOOL_*"}}, opts)
 }
 
 // echoParse takes lines that start with '{' as text events.
@@ -33,11 +33,12 @@ func echoParse(line []byte) ([]Event, error) {
 }
 
 func TestRunnerNotFoundSaysHowToInstall(t *testing.T) {
-	r := newRunner(cliSpec{name: "tool", install: "npm i -g tool"}, &Options{Binary: "no-such-tool-here"})
+	r := newRunner(cliSpec{name: "claude"}, &Options{Binary: "no-such-tool-here"})
 	_, err := r.binary()
 	var e *Error
-	if !errors.As(err, &e) || e.Kind != KindNotFound || !strings.Contains(e.Message, "npm i -g tool") {
-		t.Fatalf("binary() = %v, want KindNotFound naming the install command", err)
+	want := "`npm install --prefix .tools/claude @anthropic-ai/claude-code@" + Tested["claude"] + "`"
+	if !errors.As(err, &e) || e.Kind != KindNotFound || !strings.Contains(e.Message, want) {
+		t.Fatalf("binary() = %v, want KindNotFound naming the pinned install %s", err, want)
 	}
 }
 
@@ -147,7 +148,7 @@ func TestStreamErrorCopiesWithStderr(t *testing.T) {
 // A CLI with its own not-found text (an agent the user names by its
 // command line) says that, not how to install a package.
 func TestRunnerStartNotFoundUsesTheCLIsText(t *testing.T) {
-	cli := cliSpec{name: "agent", install: "npm i -g agent", missing: func(bin string) string { return bin + " is missing: fix AGENT_CMD" }}
+	cli := cliSpec{name: "agent", missing: func(bin string) string { return bin + " is missing: fix AGENT_CMD" }}
 	r := newRunner(cli, &Options{})
 	for _, bin := range []string{"no-such-agent-here", filepath.Join(t.TempDir(), "agent")} {
 		_, err := r.start(context.Background(), runSpec{bin: bin})
