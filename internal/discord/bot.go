@@ -270,6 +270,9 @@ type Bot struct {
 	noncePrefix string
 	// handshake tells Open about a gateway URL that can never work.
 	handshake *handshakeConn
+	// dials follows failed dials: an outage is reported once, and Open's
+	// error names its cause.
+	dials *dials
 
 	intake Intake
 	// mark is applied to every prompt before the intake (SetPromptMark).
@@ -475,6 +478,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	b := &Bot{
 		opts:         opts,
 		handshake:    handshake,
+		dials:        newDials(gatewayURL, opts.GatewayURL != ""),
 		state:        state.NewFromSession(sess, cab),
 		log:          log,
 		noncePrefix:  prefix,
@@ -531,9 +535,7 @@ func New(opts Options, log zerolog.Logger) (*Bot, error) {
 	b.buttons.add(approvalButton, b.onApprovalPress)
 	// From the start: a Confirm an earlier run left is answered too.
 	b.buttons.add(confirmPrefix, b.pressConfirm)
-	b.state.AddHandler(func(ev *ws.BackgroundErrorEvent) {
-		b.log.Warn().Err(ev.Err).Msg("Discord connection trouble; reconnecting")
-	})
+	b.watchDials()
 	quietWebsocket.Do(func() {
 		// arikawa prints websocket errors with the standard logger; they
 		// are reported through BackgroundErrorEvent above as well.
@@ -593,15 +595,25 @@ func (b *Bot) Open(ctx context.Context, intake Intake, sessions SessionResetter)
 	defer refused(nil)
 	b.handshake.watch(refused)
 	defer b.handshake.watch(nil)
+	b.dials.open(ctx)
 	if err := b.state.Open(ctx); err != nil {
+		// arikawa's loop has stopped (Open waits for it); its last
+		// failed dial says why, not its closing ("failed to finalize
+		// websocket: websocket is closed").
+		cause := b.dials.giveUp()
 		b.state.Close()
 		var herr *HandshakeError
 		if errors.As(context.Cause(ctx), &herr) {
 			return fmt.Errorf("connect to Discord: %w", herr)
 		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			if gerr := b.state.GatewayError(); gerr != nil {
+			if cause != nil {
+				return fmt.Errorf("connect to Discord: %w", cause)
+			}
+			if gerr := b.state.GatewayError(); gerr != nil && !errors.Is(gerr, ws.ErrWebsocketClosed) && !errors.Is(gerr, context.Canceled) {
 				err = gerr
+			} else if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("no READY from Discord's gateway in time: %w", err)
 			}
 		}
 		return fmt.Errorf("connect to Discord: %w", fatal(err))

@@ -120,6 +120,9 @@ func (b *Bot) Attach(ctx context.Context, intake Intake, sessions SessionResette
 	b.intake, b.sessions = intake, sessions
 	me, err := b.client(ctx).Me()
 	if err != nil {
+		if u := restUnreachable(err, b.opts.APIBaseURL); u != nil {
+			return fmt.Errorf("read the bot's own user over REST: %w", u)
+		}
 		return fmt.Errorf("read the bot's own user over REST: %w", fatal(err))
 	}
 	b.botID.Store(uint64(me.ID))

@@ -66,6 +66,9 @@ func CheckToken(ctx context.Context, opts Options) (string, error) {
 		if errors.As(err, &herr) && herr.Status == http.StatusUnauthorized {
 			return "", ErrTokenRejected
 		}
+		if u := restUnreachable(err, opts.APIBaseURL); u != nil {
+			return "", fmt.Errorf("ask Discord who the token belongs to: %w", u)
+		}
 		return "", fmt.Errorf("ask Discord who the token belongs to: %w", err)
 	}
 	if !me.Bot {
