@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -84,8 +85,9 @@ func TestShutdownHookSkippedWhenDiscordIsGone(t *testing.T) {
 	select {
 	case err := <-h.done:
 		h.done <- err
-		if err == nil || !strings.Contains(err.Error(), "4004") {
-			t.Errorf("Run = %v, want the fatal close", err)
+		var fatal *gwdiscord.FatalError
+		if !errors.As(err, &fatal) || fatal.Code != 4004 {
+			t.Errorf("Run = %v, want the fatal close 4004", err)
 		}
 	case <-time.After(waitLong):
 		t.Fatal("the gateway did not stop after a fatal close")
