@@ -11,14 +11,8 @@ import (
 	"time"
 
 	"github.com/agentgateway/gateway/internal/config"
-	"github.com/agentgateway/gateway/internal/cost"
-	"github.com/agentgateway/gateway/internal/deferred"
-	"github.com/agentgateway/gateway/internal/dirlock"
-	"github.com/agentgateway/gateway/internal/discord"
 	agentfiles "github.com/agentgateway/gateway/internal/files"
 	gw "github.com/agentgateway/gateway/internal/gateway"
-	"github.com/agentgateway/gateway/internal/hold"
-	"github.com/agentgateway/gateway/internal/session"
 )
 
 // find returns the first submatch of pattern in the file at path.
@@ -105,8 +99,13 @@ func TestGitignoreListsTheState(t *testing.T) {
 	for _, l := range strings.Split(string(data), "\n") {
 		ignored[strings.TrimSpace(l)] = true
 	}
-	files := []string{dirlock.FileName, session.FileName, discord.StateFile, discord.QuestionsFile,
-		gw.InboxFile, cost.FileName, deferred.FileName, hold.StateFile, gw.ActivityFile}
+	// Every state file of CONFIG_DIR (StateNames), and its folders.
+	var files []string
+	for _, name := range gw.StateNames {
+		if name != gw.ArchiveDir && name != gw.IPCDir {
+			files = append(files, name)
+		}
+	}
 	dirs := []string{gw.ArchiveDir, gw.IPCDir, agentfiles.GatewayDir}
 	for _, f := range files {
 		if !ignored["/config/"+f] {

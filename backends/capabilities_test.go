@@ -8,17 +8,17 @@ import (
 	"github.com/agentgateway/gateway/internal/readmetest"
 )
 
-var updateREADME = flag.Bool("update-readme", false, "rewrite the README's backend table from the adapters' capabilities")
+var updateREADME = flag.Bool("update-readme", false, "rewrite the backend table of docs/backends.md from the adapters' capabilities")
 
-// The README's backend table is made from what each adapter declares:
-// go test ./backends -run TestREADMEBackendTable -update-readme rewrites
-// it.
+// The backend table in docs/backends.md is made from what each adapter
+// declares: go test ./backends -run TestREADMEBackendTable -update-readme
+// rewrites it.
 func TestREADMEBackendTable(t *testing.T) {
 	table, err := CapabilityTable(Names())
 	if err != nil {
 		t.Fatal(err)
 	}
-	readmetest.Section(t, "../README.md",
+	readmetest.Section(t, "../docs/backends.md",
 		"<!-- backend table: made by go test ./backends -update-readme -->\n", "<!-- end of backend table -->",
 		table, *updateREADME, "go test ./backends -run TestREADMEBackendTable -update-readme")
 }

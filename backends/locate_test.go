@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -82,5 +83,31 @@ func TestInstallCommandIsTheMakefilesPin(t *testing.T) {
 	}
 	if got := InstallCommand("acp", "/srv/gw"); got != "" {
 		t.Errorf("InstallCommand(acp) = %q, want none", got)
+	}
+}
+
+func TestProjectRoot(t *testing.T) {
+	for exe, want := range map[string]string{
+		"/srv/gw/bin/gateway":    "/srv/gw",
+		"/usr/local/bin/gateway": "/usr/local",
+		"/tmp/gateway":           "/tmp",
+		"/opt/gw/gateway":        "/opt/gw",
+	} {
+		if got := projectRoot(exe); got != want {
+			t.Errorf("projectRoot(%s) = %s, want %s", exe, got, want)
+		}
+	}
+}
+
+// docs/backends.md gives each CLI's install line as the gateway does.
+func TestBackendsDocGivesTheInstallCommands(t *testing.T) {
+	doc, err := os.ReadFile("../docs/backends.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range Tested {
+		if cmd := InstallCommand(name, ""); !strings.Contains(string(doc), cmd+"\n") {
+			t.Errorf("docs/backends.md lacks the line %q", cmd)
+		}
 	}
 }

@@ -271,7 +271,7 @@ func runAll(outPath string, runs int, soakFor time.Duration) error {
 // local three-server cluster (R3).
 func writeNATS(w func(string, ...any), benches []goBench) {
 	w("## Several processes on NATS JetStream\n\n")
-	w("`internal/jsinbox` on in-process NATS servers on this machine (R1: one server; R3: a cluster of three keeping three replicas), file storage, the default `sync_interval` (see the README on power loss). ")
+	w("`internal/jsinbox` on in-process NATS servers on this machine (R1: one server; R3: a cluster of three keeping three replicas), file storage, the default `sync_interval` (see docs/cluster.md on power loss). ")
 	w("Append is what the intake waits for before ⏳ (key check, publish, PubAck, key record); Dispatch is an event appended, handed by a partition's consumer to one of two processes with 8 slots each and finished at once (the instant backend); Failover is an event whose holder died (connection gone, no ack) reaching another process with `NATS_ACK_WAIT` at its 3 s minimum (the default is 60 s).\n\n")
 	w("| benchmark | figures |\n|---|---|\n")
 	n := 0

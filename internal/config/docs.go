@@ -112,7 +112,7 @@ var docs = []doc{
 	{
 		Names:   []string{EnvConfigDir},
 		Default: "`./config`",
-		Meaning: "the gateway's state, and the CLI's working directory unless `WORK_DIR` or a project says otherwise: persona files, `skills/`, `heartbeat.md`, `boot.md`, `conversations/` (the archive), `ipc/` (messages from other programs), `sessions.json` (channel → session, and each channel's project, model and instructions), `inbox.log` (every event and what became of it, the newest message seen per channel), `schedule-holds.json`, `ledger.jsonl` (every turn's cost); every state file is written atomically or fsync'd (the archive is written behind and not fsync'd: a crash of the machine may lose its last seconds; the inbox keeps what a restart needs)",
+		Meaning: "the gateway's state (sessions, the inbox, the cost ledger, the archive…, every file listed with what it holds, who may read it and what a backup needs in [docs/files.md](files.md)) and the persona files, `skills/`, `heartbeat.md` and `boot.md`; also the CLI's working directory unless `WORK_DIR` or a project says otherwise. Every state file is written atomically or fsync'd",
 	},
 	{
 		Names:   []string{EnvWorkDir},
@@ -430,8 +430,8 @@ func actionsMeaning() string {
 // envHeader opens every .env file CommentedEnv writes.
 const envHeader = `# Settings of the gateway, each commented out with its default: uncomment a
 # line to change it. Real environment variables win over this file, and an
-# empty value counts as unset. The README's Configuration table says the
-# same. Keep this file private (chmod 600): it holds the bot token.
+# empty value counts as unset. The settings table in docs/configuration.md
+# says the same. Keep this file private (chmod 600): it holds the bot token.
 `
 
 // CommentedEnv returns a .env file that lists every setting in the
@@ -501,11 +501,11 @@ var (
 )
 
 // plainText turns the Markdown of a meaning into text for a comment: a
-// link becomes its text, code and bold marks go, and what the README has
-// "below" is in the README.
+// link becomes its text, code and bold marks go, and what the settings
+// table has "below" is further down docs/configuration.md.
 func plainText(md string) string {
 	s := mdMarkup.Replace(mdLink().ReplaceAllString(md, "$1"))
-	return strings.ReplaceAll(s, " below)", " in the README)")
+	return strings.ReplaceAll(s, " below)", " in docs/configuration.md)")
 }
 
 // sentence ends s with a full stop. It does not capitalize: a meaning

@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	updateREADME     = flag.Bool("update-readme", false, "rewrite the README's settings table from docs")
+	updateREADME     = flag.Bool("update-readme", false, "rewrite the settings table of docs/configuration.md from docs")
 	updateEnvExample = flag.Bool("update-env-example", false, "rewrite .env.example from docs")
 )
 
@@ -75,10 +75,10 @@ func TestDocsMentionTheirOtherNames(t *testing.T) {
 	}
 }
 
-// The README's Configuration table is made from docs: go test
+// The settings table in docs/configuration.md is made from docs: go test
 // ./internal/config -update-readme rewrites it.
 func TestREADMESettingsTable(t *testing.T) {
-	readmetest.Section(t, "../../README.md",
+	readmetest.Section(t, "../../docs/configuration.md",
 		"<!-- settings table: made by go test ./internal/config -update-readme -->\n", "<!-- end of settings table -->",
 		settingsTable(), *updateREADME, "go test ./internal/config -update-readme")
 }

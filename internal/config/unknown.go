@@ -35,7 +35,7 @@ type Unknown struct {
 
 func (u Unknown) String() string {
 	if u.Suggestion == "" {
-		return fmt.Sprintf("%s is set in .env but is not a gateway setting, so it has no effect (the README lists the settings)", u.Name)
+		return fmt.Sprintf("%s is set in .env but is not a gateway setting, so it has no effect (docs/configuration.md lists the settings)", u.Name)
 	}
 	return fmt.Sprintf("%s is set in .env but is not a gateway setting, so it has no effect: did you mean %s?", u.Name, u.Suggestion)
 }

@@ -35,6 +35,7 @@ var StateNames = []string{
 	ArchiveDir,       // conversations/: every channel's archive, DMs included
 	IPCDir,           // ipc/: messages waiting to be posted, and failed ones
 	dirlock.FileName, // .gateway.lock
+	NodeIDFile,       // node-id: this process's name in a cluster
 	config.DefaultEnvFile,
 }
 
