@@ -532,6 +532,9 @@ func (p *ClaudeParser) Result() (Result, error) {
 const (
 	claudeStaleSession = "No conversation found with session ID"
 	claudeRootRefusal  = "cannot be used with root/sudo privileges"
+	// claudeConnectionFailed is the api_error of a result after retries
+	// that never got an HTTP response (testdata/claude/unreachable_full.jsonl).
+	claudeConnectionFailed = "connection_failed"
 )
 
 // rootRefusalMessage tells the operator what to do about claude refusing
@@ -563,6 +566,8 @@ func classifyClaudeResult(l *claudeLine, text string) *Error {
 	case strings.Contains(all, claudeRootRefusal):
 		e.Kind = KindPermission
 		e.Message = rootRefusalMessage + " (" + e.Message + ")"
+	case e.Status == 0 && jsonString(l.APIError) == claudeConnectionFailed:
+		e.Kind = KindUnreachable
 	case e.Status != 0:
 		e.Kind = kindForStatus(e.Status)
 	case knownAPIErrorType(jsonString(l.APIErrorType)) != "":

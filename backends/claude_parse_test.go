@@ -95,7 +95,17 @@ func TestClaudeParseGolden(t *testing.T) {
 		sAuthRetryPartial   = "2d1bc736-2851-4d02-a418-b84086236fb4"
 		sUnreachable        = "ca13ef97-848d-48fb-bfcc-40393019764f"
 		sUnreachablePartial = "57909b4c-fc4d-46fe-b9f3-3980b3b69274"
+		sUnreachableFull    = "f22741c9-85c9-4a54-b3ec-a7f8d53fa0f4"
+		sServerRetry        = "df93ef4a-8f0b-4c29-9409-1492ba1ad795"
+		sOverloadedRetry    = "7ecc236b-fe8d-47f2-9c49-5eb6f4be00bd"
 	)
+	retries := func(n int, kind ErrorKind) []string {
+		var evs []string
+		for i := 1; i <= n; i++ {
+			evs = append(evs, fmt.Sprintf("retry %d/10 %s", i, kind))
+		}
+		return evs
+	}
 	usage := Usage{InputTokens: 100, OutputTokens: 10}
 	tests := []struct {
 		file       string
@@ -229,6 +239,37 @@ func TestClaudeParseGolden(t *testing.T) {
 			msgHas: "ede_diagnostic",
 		},
 		{file: "unreachable_partial.jsonl", events: []string{"init " + sUnreachablePartial + initOpus, "retry 1/10 api_unreachable", "retry 2/10 api_unreachable", "retry 3/10 api_unreachable", "retry 4/10 api_unreachable", "retry 5/10 api_unreachable", "retry 6/10 api_unreachable"}, noResult: true},
+		// Default retries run to the end (claude gave up by itself): ten
+		// retries over about three minutes, then claude's own error result.
+		{
+			file: "unreachable_full.jsonl",
+			events: append(append([]string{"init " + sUnreachableFull + initOpus}, retries(10, KindUnreachable)...),
+				`result "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)" error api_unreachable`),
+			result: Result{SessionID: sUnreachableFull, Model: "claude-opus-5-5", Text: "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",
+				Turns: 1, Duration: 187952 * time.Millisecond},
+			kind: KindUnreachable, errIs: ErrUnreachable,
+			msgHas: "ECONNREFUSED",
+		},
+		{
+			file: "server_error_retry.jsonl",
+			events: append(append([]string{"init " + sServerRetry + initOpus}, retries(10, KindAPI)...),
+				`result "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT)." error api_error`),
+			result: Result{SessionID: sServerRetry, Model: "claude-opus-5-5", Text: "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT).",
+				Turns: 1, Duration: 175228 * time.Millisecond},
+			kind: KindAPI, status: 500,
+			msgHas: "API Error: 500",
+		},
+		{
+			// 529: claude gives up after two retries although the lines
+			// say max_retries 10.
+			file: "overloaded_retry.jsonl",
+			events: append(append([]string{"init " + sOverloadedRetry + initOpus}, retries(2, KindOverloaded)...),
+				`result "API Error: Repeated 529 Overloaded errors. The API is at capacity — this is usually temporary. Try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT)." error overloaded_error`),
+			result: Result{SessionID: sOverloadedRetry, Model: "claude-opus-5-5", Text: "API Error: Repeated 529 Overloaded errors. The API is at capacity — this is usually temporary. Try again in a moment. If it persists, check your inference gateway (127.0.0.1:PORT).",
+				Turns: 1, Duration: 3579 * time.Millisecond},
+			kind: KindOverloaded, status: 529,
+			msgHas: "Repeated 529 Overloaded",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -301,6 +342,7 @@ func TestClaudeParseGoldenFilesCovered(t *testing.T) {
 		"root_bypass_sandbox.jsonl": true, "auth_error.jsonl": true, "server_error.jsonl": true,
 		"stale_session.jsonl": true, "root_bypass.jsonl": true, "default_denied.jsonl": true,
 		"auth_retry.jsonl": true, "auth_retry_partial.jsonl": true, "unreachable.jsonl": true, "unreachable_partial.jsonl": true,
+		"unreachable_full.jsonl": true, "server_error_retry.jsonl": true, "overloaded_retry.jsonl": true,
 		"interrupted.jsonl": true,
 		// Several turns of one process each: TestClaudeCompactRecordings.
 		"compact_warm.jsonl": true, "compact_resume.jsonl": true, "compact_print.jsonl": true,
@@ -390,10 +432,12 @@ func TestClaudeParseHandWritten(t *testing.T) {
 			kind:   KindAuth,
 		},
 		{
+			// claude's last word after its retries got no HTTP response
+			// (unreachable_full.jsonl): the same kind as the retries.
 			name:   "connection refused, no status",
 			lines:  []string{`{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"api_error":"connection_failed","result":"API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",` + sid + `}`},
-			events: []string{"init s1", `result "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)" error api_error`},
-			kind:   KindAPI,
+			events: []string{"init s1", `result "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)" error api_unreachable`},
+			kind:   KindUnreachable,
 		},
 		{
 			name:   "rate limit words, no status",

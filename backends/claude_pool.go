@@ -60,7 +60,7 @@ func (c *Claude) runInteractive(ctx context.Context, req Request, emit func(Even
 			req.SessionID = id
 		}
 		c.opts.Log.Warn().Str("backend", "claude").Err(out.err).Str("session", req.SessionID).
-			Dur("after", c.clock().Since(started)).Msg("claude process failed during a turn; retrying once on a fresh process")
+			Int64("after_ms", c.clock().Since(started).Milliseconds()).Msg("claude process failed during a turn; retrying once on a fresh process")
 		emit(Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 1,
 			Err: &Error{Kind: KindCrashed, Message: "the agent's process stopped responding; retrying on a fresh one"}})
 		if cp, err = c.spawn(bin, req, approvals); err != nil {

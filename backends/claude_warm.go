@@ -432,7 +432,7 @@ func (c *Claude) turn(ctx context.Context, cp *claudeProc, req Request, emit fun
 			}
 			return turnResult{res: res, err: c.stopError(ctx, &parser, cp, modelOutput)}
 		case <-hangC:
-			cp.log.Warn().Dur("silent_for", hang).Msg("claude printed nothing while busy; killing it")
+			cp.log.Warn().Int64("silent_for_ms", hang.Milliseconds()).Msg("claude printed nothing while busy; killing it")
 			cp.close("hung")
 			res, _ := parser.Result()
 			return turnResult{res: res, retry: true, err: &Error{Kind: KindTimeout, Err: errProcessHung, ModelOutput: modelOutput,

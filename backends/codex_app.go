@@ -602,7 +602,7 @@ func (c *Codex) appTurn(ctx context.Context, cp *codexAppProc, req Request, emit
 			e.ModelOutput = t.modelOutput
 			return appTurnResult{res: res, err: e}
 		case <-hangC:
-			cp.log.Warn().Dur("silent_for", hang).Msg("codex app-server printed nothing while busy; killing it")
+			cp.log.Warn().Int64("silent_for_ms", hang.Milliseconds()).Msg("codex app-server printed nothing while busy; killing it")
 			cp.close("hung")
 			return appTurnResult{res: t.result(), retry: true, err: &Error{Kind: KindTimeout, Err: errAppHung, ModelOutput: t.modelOutput,
 				Message: fmt.Sprintf("codex printed nothing for %v while working (AGENT_HANG_TIMEOUT) and was stopped", hang)}}

@@ -17,7 +17,9 @@ import (
 //
 // The stream is thread.started{thread_id}, turn.started, item.started /
 // item.updated / item.completed{item}, and turn.completed{usage} or
-// turn.failed{error}; a top-level error{message} comes before turn.failed.
+// turn.failed{error}; a top-level error{message} comes before turn.failed,
+// and one that reads "Reconnecting... n/m (why)" is codex retrying the
+// model API: an EventRetry.
 // Items are agent_message{text} (complete messages: codex streams no
 // deltas), reasoning, command_execution, file_change, mcp_tool_call,
 // web_search, todo_list and error (a warning, such as unknown model
@@ -116,6 +118,10 @@ func (p *CodexParser) Parse(line []byte) ([]Event, error) {
 	case "error":
 		if msg := jsonString(l.Message); msg != "" {
 			p.lastError = msg
+			if ev, ok := codexRetry(msg); ok {
+				ev.SessionID = p.sessionID
+				p.events = append(p.events, ev)
+			}
 		}
 	case "turn.completed":
 		p.finish(l.Usage, nil)
@@ -320,6 +326,28 @@ const (
 
 // codexStatus finds the HTTP status in codex's "unexpected status 401
 // Unauthorized: …" and "exceeded retry limit, last status: 429 …" texts.
+// codexReconnecting matches codex's note that it retries the model API:
+// "Reconnecting... 2/5 (unexpected status 401 Unauthorized: …)".
+var codexReconnecting = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?s)^Reconnecting\.\.\. ([0-9]{1,4})/([0-9]{1,4})(?: \((.*)\))?$`)
+})
+
+// codexRetry reads codex's "Reconnecting... n/m (why)" message as an
+// EventRetry.
+func codexRetry(msg string) (Event, bool) {
+	m := codexReconnecting().FindStringSubmatch(msg)
+	if m == nil {
+		return Event{}, false
+	}
+	attempt, _ := strconv.Atoi(m[1])
+	maxAttempts, _ := strconv.Atoi(m[2])
+	why := m[3]
+	if why == "" {
+		why = msg
+	}
+	return Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: maxAttempts, Err: classifyCodexMessage(why)}, true
+}
+
 var codexStatus = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(?:unexpected status|last status:?) ([1-5][0-9][0-9])\b`)
 })

@@ -133,8 +133,10 @@ func TestCodexParseGolden(t *testing.T) {
 			// codex's default retries (no request_max_retries or
 			// stream_max_retries): five "Reconnecting... n/5" error lines
 			// about 1 s apart, then turn.failed with the 401.
-			file:   "auth_retry.jsonl",
-			events: []string{"init " + sAuthRetry, `result "" error authentication_error`},
+			file: "auth_retry.jsonl",
+			events: []string{"init " + sAuthRetry, "retry 1/5 authentication_error", "retry 2/5 authentication_error",
+				"retry 3/5 authentication_error", "retry 4/5 authentication_error", "retry 5/5 authentication_error",
+				`result "" error authentication_error`},
 			result: Result{SessionID: sAuthRetry},
 			kind:   KindAuth, status: 401, errIs: ErrAuth,
 			msgHas: "unexpected status 401 Unauthorized: Incorrect API key provided",
@@ -498,6 +500,10 @@ func FuzzCodexParse(f *testing.F) {
 				case EventInit:
 					if e.SessionID == "" {
 						t.Fatal("init event without a session id")
+					}
+				case EventRetry:
+					if e.Err == nil || e.Attempt < 0 || e.MaxAttempts < 0 || e.RetryStatus() == "" {
+						t.Fatalf("retry event %+v", e)
 					}
 				default:
 					t.Fatalf("unknown event kind %v", e.Kind)

@@ -286,7 +286,7 @@ func (g *Gemini) basePrompt(ctx context.Context, bin, dir string, args []string,
 	if err != nil {
 		return "", err
 	}
-	log.Debug().Dur("took", time.Since(start)).Int("bytes", len(s)).Msg("exported gemini's built-in system prompt")
+	log.Debug().Int64("took_ms", time.Since(start).Milliseconds()).Int("bytes", len(s)).Msg("exported gemini's built-in system prompt")
 	g.base[key] = s
 	return s, nil
 }

@@ -56,9 +56,10 @@ func NotFoundAdvice(name string) string {
 	return installHint(name, ProjectRoot())
 }
 
-// ProjectRoot is the folder above the running gateway's own directory:
-// the repository's root for bin/gateway. "" when the executable cannot be
-// found.
+// ProjectRoot is the folder whose .tools/ the running gateway searches:
+// the one above bin/ for a binary in a bin folder (the repository's root
+// for bin/gateway, /usr/local for /usr/local/bin/gateway), else the
+// binary's own folder. "" when the executable cannot be found.
 func ProjectRoot() string {
 	exe, err := os.Executable()
 	if err != nil {
@@ -67,7 +68,15 @@ func ProjectRoot() string {
 	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = resolved
 	}
-	return filepath.Dir(filepath.Dir(exe))
+	return projectRoot(exe)
+}
+
+func projectRoot(exe string) string {
+	dir := filepath.Dir(exe)
+	if filepath.Base(dir) == "bin" {
+		return filepath.Dir(dir)
+	}
+	return dir
 }
 
 // ErrCLINotFound is the error of a CLI that is neither where the settings

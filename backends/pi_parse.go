@@ -20,8 +20,8 @@ import (
 // the model API fails: the failure is an assistant message with
 // stopReason "error" and an errorMessage, so the outcome is read from the
 // stream. With pi's own retries on, a failed attempt's agent_end can be
-// followed by auto_retry_start and another attempt, so the turn's outcome
-// is the last agent_end of the stream, not the first: Parse never returns
+// followed by auto_retry_start (an EventRetry) and another attempt, so the
+// turn's outcome is the last agent_end of the stream, not the first: Parse never returns
 // an EventResult, and Result (called when the stream has ended) gives the
 // outcome. Unknown line types are ignored.
 type PiParser struct {
@@ -61,6 +61,11 @@ type piLine struct {
 
 	// agent_end
 	Messages []piMessage `json:"messages"`
+
+	// auto_retry_start
+	Attempt      json.RawMessage `json:"attempt"`
+	MaxAttempts  json.RawMessage `json:"maxAttempts"`
+	ErrorMessage string          `json:"errorMessage"`
 }
 
 // piAssistantEvent is the streaming part of a message_update line; its
@@ -149,6 +154,10 @@ func (p *PiParser) Parse(line []byte) ([]Event, error) {
 		}
 	case "auto_retry_start":
 		p.retrying = true
+		// errorMessage is the failed call's, e.g. `503 {"type":"error",…}`.
+		p.events = append(p.events, Event{Kind: EventRetry, SessionID: p.sessionID,
+			Attempt: int(max(0, jsonInt(l.Attempt))), MaxAttempts: int(max(0, jsonInt(l.MaxAttempts))),
+			Err: classifyPiText(l.ErrorMessage)})
 	case "auto_retry_end":
 		p.retrying = false
 	}

@@ -130,7 +130,7 @@ func TestPiParseGolden(t *testing.T) {
 			// pi's own retry: the failed attempt's agent_end is not the
 			// outcome; the retried attempt's is.
 			file:   "retry_success.jsonl",
-			events: []string{"init " + sRetry, `text "Second"`, `text " time "`, `text "lucky."`},
+			events: []string{"init " + sRetry, "retry 1/2 api_error", `text "Second"`, `text " time "`, `text "lucky."`},
 			result: Result{SessionID: sRetry, Text: "Second time lucky.", CostUSD: oneCall, Usage: usage(1), Turns: 2},
 		},
 		{
@@ -406,7 +406,7 @@ func TestPiParseHandWritten(t *testing.T) {
 				end(assistant(`[]`, "error", "502 bad gateway")),
 				`{"type":"auto_retry_end","success":false,"attempt":1,"finalError":"502 bad gateway"}`,
 			},
-			events: []string{"init s1"},
+			events: []string{"init s1", "retry 1/1 api_error"},
 			kind:   KindAPI, status: 502,
 		},
 		{
@@ -415,7 +415,7 @@ func TestPiParseHandWritten(t *testing.T) {
 				end(assistant(`[]`, "error", "503 overloaded")),
 				`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 overloaded"}`,
 			},
-			events:   []string{"init s1"},
+			events:   []string{"init s1", "retry 1/3 api_error"},
 			noResult: true,
 		},
 		{
@@ -553,6 +553,10 @@ func FuzzPiParse(f *testing.F) {
 					inits++
 					if e.SessionID == "" {
 						t.Fatal("init event without a session id")
+					}
+				case EventRetry:
+					if e.Err == nil || e.Attempt < 0 || e.MaxAttempts < 0 || e.RetryStatus() == "" {
+						t.Fatalf("retry event %+v", e)
 					}
 				default:
 					t.Fatalf("unexpected event kind %v", e.Kind)

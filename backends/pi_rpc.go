@@ -255,7 +255,7 @@ func (r *piRPC) Run(ctx context.Context, req Request, emit func(Event)) (Result,
 			req.SessionID = pp.session
 		}
 		r.opts.Log.Warn().Str("backend", "pi").Err(out.err).Str("session", req.SessionID).
-			Dur("after", r.clock().Since(started)).Msg("pi process failed during a turn; retrying once on a fresh process")
+			Int64("after_ms", r.clock().Since(started).Milliseconds()).Msg("pi process failed during a turn; retrying once on a fresh process")
 		emit(Event{Kind: EventRetry, Attempt: 1, MaxAttempts: 1,
 			Err: &Error{Kind: KindCrashed, Message: "the agent's process stopped responding; retrying on a fresh one"}})
 		if pp, err = r.spawn(ctx, bin, req); err != nil {
@@ -554,7 +554,7 @@ func (r *piRPC) turn(ctx context.Context, pp *piRPCProc, req Request, emit func(
 			res, _ := t.turn.Result()
 			return piRPCOutcome{res: res, err: t.stopError(ctx)}
 		case <-hang.c:
-			pp.log.Warn().Dur("silent_for", hang.after).Msg("pi printed nothing while busy; killing it")
+			pp.log.Warn().Int64("silent_for_ms", hang.after.Milliseconds()).Msg("pi printed nothing while busy; killing it")
 			pp.warmClose("hung")
 			res, _ := t.turn.Result()
 			return piRPCOutcome{res: res, retry: true, err: &Error{Kind: KindTimeout, Err: errPiRPCHung, ModelOutput: t.modelOutput,

@@ -473,7 +473,7 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		log.Info().Msg("event refused: over budget")
 		return Outcome{Refused: true}
 	}
-	log.Info().Dur("waited", started.Sub(e.Time)).Msg("event started")
+	log.Info().Int64("waited_ms", started.Sub(e.Time).Milliseconds()).Msg("event started")
 	if a, ok := r.out.(Announcer); ok {
 		defer a.Started(ctx, e)()
 	}
@@ -551,7 +551,7 @@ func (r *Runtime) Process(ctx context.Context, e queue.Event) Outcome {
 		Int64("input_tokens", out.Result.Usage.InputTokens).
 		Int64("output_tokens", out.Result.Usage.OutputTokens).
 		Int("turns", out.Result.Turns).
-		Dur("took", time.Since(started)).
+		Int64("took_ms", time.Since(started).Milliseconds()).
 		Bool("healed", out.Healed).
 		Bool("not_posted", quiet || repeated)
 	if len(out.Result.PermissionDenials) > 0 {

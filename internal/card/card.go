@@ -63,7 +63,11 @@ type State struct {
 	Thinking bool
 	// Text is the answer streamed so far; the card shows its tail.
 	Text string
-	// Notice is a one-line status from the CLI (an API retry).
+	// Retry says what the CLI is retrying and why, while it does
+	// ("retrying the model API (attempt 2 of 10): no response"); shown
+	// while the turn runs.
+	Retry string
+	// Notice is a one-line status (a usage limit the turn waits for).
 	Notice string
 	// Warning is a one-line budget warning.
 	Warning string
@@ -95,6 +99,9 @@ func Render(s State) string {
 	}
 	if s.Thinking && s.Phase == Running {
 		b.WriteString("💭 thinking…\n")
+	}
+	if s.Retry != "" && s.Phase == Running {
+		b.WriteString("🔁 " + oneLine(s.Retry, maxLine) + "\n")
 	}
 	if s.Notice != "" {
 		b.WriteString("⚠️ " + oneLine(s.Notice, maxLine) + "\n")

@@ -144,7 +144,7 @@ func FuzzRender(f *testing.F) {
 		}
 		for _, p := range []Phase{Running, Stopping, Stopped, Finished, Failed} {
 			s := State{Phase: p, Elapsed: time.Duration(elapsed), Model: model, Tools: tools, Thinking: true,
-				Text: text, Notice: notice, Warning: notice, StoppedBy: model}
+				Text: text, Retry: notice, Notice: notice, Warning: notice, StoppedBy: model}
 			checkCard(t, Render(s))
 			s.Header = Receipt{Phase: p, Tools: ntools, Elapsed: time.Duration(elapsed), CostUSD: 12345.678, Estimate: true}.String() + notice
 			checkCard(t, Render(s))

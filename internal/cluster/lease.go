@@ -229,7 +229,7 @@ func (l *Lease) hold(ctx context.Context, name string, h held, fn func(context.C
 			l.release(ctx, name, h.rev, log)
 			return true, nil
 		case <-expire.Chan():
-			log.Warn().Dur("ttl", l.ttl).Msg("could not renew the lease in time; stopped its work so that no two processes run it at once")
+			log.Warn().Int64("ttl_ms", l.ttl.Milliseconds()).Msg("could not renew the lease in time; stopped its work so that no two processes run it at once")
 			end()
 			// Still ours if NATS was only slow: give it back so the next
 			// holder need not wait for it to lapse.

@@ -129,7 +129,7 @@ func (b *Bot) complete(h func(context.Context, AutocompleteRequest) []Choice, re
 	case c := <-done:
 		return c
 	case <-ctx.Done():
-		log.Warn().Dur("window", pressWindow).Msg("autocomplete handler too slow; answered with no choices")
+		log.Warn().Int64("window_ms", pressWindow.Milliseconds()).Msg("autocomplete handler too slow; answered with no choices")
 		return nil
 	}
 }
@@ -170,6 +170,6 @@ func (b *Bot) answerAutocomplete(ev *interactionCreate, choices []Choice, log ze
 	resp := api.InteractionResponse{Type: api.AutocompleteResult, Data: &api.InteractionResponseData{Choices: sc}}
 	start := time.Now()
 	if err := b.client(b.ctx).RespondInteraction(ev.ID, ev.Token, resp); err != nil {
-		log.Debug().Str("error", scrub(err, ev.Token)).Dur("took", time.Since(start)).Msg("autocomplete not answered")
+		log.Debug().Str("error", scrub(err, ev.Token)).Int64("took_ms", time.Since(start).Milliseconds()).Msg("autocomplete not answered")
 	}
 }

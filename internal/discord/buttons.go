@@ -364,7 +364,7 @@ func (b *Bot) routePress(ev *interactionCreate, id string, fill func(*Press)) {
 			answer = h(ctx, p)
 			cancel()
 			if took := time.Since(start); took > pressWindow {
-				log.Warn().Dur("took", took).Msg("button handler too slow: Discord may no longer take the answer")
+				log.Warn().Int64("took_ms", took.Milliseconds()).Msg("button handler too slow: Discord may no longer take the answer")
 			}
 		}
 		b.answerPress(ev, answer, log)

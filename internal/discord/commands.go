@@ -155,7 +155,7 @@ func (b *Bot) runCommand(ev *interactionCreate, cmd *discord.CommandInteraction,
 		a := ch.h(ctx, c)
 		cancel()
 		if took := time.Since(start); took > pressWindow {
-			log.Warn().Dur("took", took).Msg("command handler too slow: Discord may no longer take the answer")
+			log.Warn().Int64("took_ms", took.Milliseconds()).Msg("command handler too slow: Discord may no longer take the answer")
 		}
 		b.answerCommand(&ev.InteractionCreateEvent, a, log)
 	}()

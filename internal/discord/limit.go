@@ -50,6 +50,7 @@ func (t *turn) shownLocked() card.State {
 	}
 	st.Header = card.LimitHeader(t.waiting.Limit.ResetAt, t.waiting.Own)
 	st.Notice = card.LimitNote
+	st.Retry = "" // the CLI's retries ended with the limit
 	return st
 }
 

@@ -533,7 +533,7 @@ func (b *Bot) deliver(d *delivery) {
 		err := b.attempt(b.ctx, d, log)
 		if err == nil {
 			if attempt > 1 {
-				log.Info().Int("attempts", attempt).Dur("after", b.clock.Since(start)).Msg("pending reply delivered")
+				log.Info().Int("attempts", attempt).Int64("after_ms", b.clock.Since(start).Milliseconds()).Msg("pending reply delivered")
 			}
 			b.settled(d, true)
 			return
@@ -551,12 +551,12 @@ func (b *Bot) deliver(d *delivery) {
 		now := b.clock.Now()
 		if !now.Before(deadline) {
 			log.Error().Str("error", scrub(err, d.token)).Int("attempts", attempt).Int("messages_left", len(d.parts)-d.next).
-				Dur("window", b.opts.DeliveryWindow).Msg("reply dropped: Discord did not take it in time")
+				Int64("window_ms", b.opts.DeliveryWindow.Milliseconds()).Msg("reply dropped: Discord did not take it in time")
 			b.settled(d, false)
 			return
 		}
 		wait = min(wait, deadline.Sub(now))
-		log.Warn().Str("error", scrub(err, d.token)).Int("attempt", attempt).Dur("retry_in", wait).
+		log.Warn().Str("error", scrub(err, d.token)).Int("attempt", attempt).Int64("retry_in_ms", wait.Milliseconds()).
 			Time("next_retry", now.Add(wait)).Bool("pending", true).
 			Msg("reply not delivered yet: Discord unavailable, retrying")
 		b.waitRetry(wait, !rateLimited(err), log)
@@ -594,7 +594,7 @@ func (b *Bot) waitRetry(d time.Duration, hurryable bool, log zerolog.Logger) {
 			hurry = nil
 			if end.Sub(b.clock.Now()) > b.opts.DeliveryBackoff {
 				t.Reset(b.opts.DeliveryBackoff)
-				log.Debug().Dur("retry_in", b.opts.DeliveryBackoff).Msg("shutting down: retrying the pending reply sooner")
+				log.Debug().Int64("retry_in_ms", b.opts.DeliveryBackoff.Milliseconds()).Msg("shutting down: retrying the pending reply sooner")
 			}
 		case <-b.ctx.Done():
 			return

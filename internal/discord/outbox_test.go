@@ -176,7 +176,7 @@ func retryIns(t *testing.T, l *logBuffer) []int64 {
 	var out []int64
 	for _, line := range l.lines("reply not delivered yet") {
 		var v struct {
-			RetryIn  int64  `json:"retry_in"`
+			RetryIn  int64  `json:"retry_in_ms"`
 			Attempt  int    `json:"attempt"`
 			Next     string `json:"next_retry"`
 			Pending  bool   `json:"pending"`

@@ -289,16 +289,16 @@ func (t *turn) observe(ev backends.Event) {
 			t.state.Model = ev.Model
 		}
 	case backends.EventThinking:
-		t.state.Thinking = true
+		t.state.Thinking, t.state.Retry = true, "" // the model API answered
 	case backends.EventText:
-		t.state.Thinking, t.state.Notice = false, ""
+		t.state.Thinking, t.state.Retry = false, ""
 		t.state.Text += ev.Text
 		if n := len(t.state.Text); n > maxPreviewMemory {
 			t.state.Text = t.state.Text[n-maxPreviewMemory:]
 		}
 	case backends.EventToolUse:
 		if ev.Tool != nil {
-			t.state.Thinking, t.state.Notice = false, ""
+			t.state.Thinking, t.state.Retry = false, ""
 			t.state.Tools = append(t.state.Tools, card.Tool{ID: ev.Tool.ID, Name: ev.Tool.Name,
 				Summary: card.Summarize(ev.Tool.Name, ev.Tool.Input, t.workDir)})
 			first = len(t.state.Tools) == 1
@@ -313,7 +313,7 @@ func (t *turn) observe(ev backends.Event) {
 			}
 		}
 	case backends.EventRetry:
-		t.state.Notice = retryNotice(ev)
+		t.state.Retry = ev.RetryStatus()
 	}
 	t.mu.Unlock()
 	if first {
@@ -327,38 +327,6 @@ func (t *turn) observe(ev backends.Event) {
 		// of a fast stream would cost more than the edit it feeds.
 		t.refresh()
 	}
-}
-
-// retryNotice says, as it happens, that the CLI is retrying a failing
-// model API call.
-func retryNotice(ev backends.Event) string {
-	what := "the model API call failed"
-	if ev.Err != nil {
-		switch ev.Err.Kind {
-		case backends.KindAuth:
-			what = "the model API refused the key"
-			if ev.Err.Status != 0 {
-				what += fmt.Sprintf(" (%d)", ev.Err.Status)
-			}
-		case backends.KindUnreachable:
-			what = "the model API cannot be reached"
-		default:
-			if ev.Err.Status != 0 {
-				what = fmt.Sprintf("the model API answered %d", ev.Err.Status)
-			}
-		}
-	}
-	if ev.MaxAttempts > 0 {
-		return fmt.Sprintf("%s; retrying %d/%d", capitalize(what), ev.Attempt, ev.MaxAttempts)
-	}
-	return capitalize(what) + "; retrying"
-}
-
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // freeze stops the card changing: no frame is rendered or sent after it,

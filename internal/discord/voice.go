@@ -186,7 +186,7 @@ func (b *Bot) hear(ctx context.Context, a discord.Attachment, log zerolog.Logger
 		return "", voiceNotRead
 	}
 	if d, ok := transcribe.OggDuration(data); ok && v.MaxDuration > 0 && d > v.MaxDuration {
-		log.Info().Dur("duration", d).Msg("voice message over VOICE_MAX_SECONDS")
+		log.Info().Int64("duration_ms", d.Milliseconds()).Msg("voice message over VOICE_MAX_SECONDS")
 		return "", tooLong(d, v.MaxDuration)
 	}
 	name := files.SafeName(a.Filename)

@@ -617,7 +617,7 @@ func TestTurnCardShowsAPIRetries(t *testing.T) {
 	prompt := h.mention(h.channel, "hello")
 	h.fd.Wait(t, "the retry on the card", waitLong, func() bool {
 		m, ok := h.card(h.channel, prompt.ID)
-		return ok && strings.Contains(m.Content, "⚠️ The model API refused the key (401); retrying 2/10")
+		return ok && strings.Contains(m.Content, "🔁 retrying the model API (attempt 2 of 10): HTTP 401 authentication failed")
 	})
 	close(release)
 	h.fd.Wait(t, "the failed receipt", waitLong, func() bool {

@@ -193,7 +193,7 @@ func (n *natsInbox) Replied(id uint64, text string, files ...string) error {
 		if err == nil || errors.Is(err, jsinbox.ErrFenced) || errors.Is(err, jsinbox.ErrClosed) || errors.Is(err, jsinbox.ErrUnknown) {
 			return err
 		}
-		n.log.Warn().Err(err).Uint64("event", id).Dur("retry_in", wait).Msg("cannot record the reply in NATS; it is posted once recorded")
+		n.log.Warn().Err(err).Uint64("event", id).Int64("retry_in_ms", wait.Milliseconds()).Msg("cannot record the reply in NATS; it is posted once recorded")
 		time.Sleep(wait)
 		wait = min(2*wait, 5*time.Second)
 	}

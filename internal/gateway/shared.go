@@ -143,7 +143,7 @@ func (p patientTranscripts) Save(ctx context.Context, backend, home, workDir, id
 		if err == nil || errors.Is(err, backends.ErrNotMovable) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		p.log.Warn().Err(err).Str("session", id).Dur("retry_in", wait).Msg("cannot save the session's files to NATS yet")
+		p.log.Warn().Err(err).Str("session", id).Int64("retry_in_ms", wait.Milliseconds()).Msg("cannot save the session's files to NATS yet")
 		select {
 		case <-ctx.Done():
 			return err

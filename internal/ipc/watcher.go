@@ -529,7 +529,7 @@ func (w *Watcher) postFailed(name string, info fs.FileInfo, channel string, err 
 	wait := backoff(r.failures)
 	r.next = now.Add(wait)
 	w.log.Warn().Err(err).Str("file", name).Str("channel", channel).
-		Int("failures", r.failures).Dur("retry_in", wait).Msg("posting outbound message failed; will retry")
+		Int("failures", r.failures).Int64("retry_in_ms", wait.Milliseconds()).Msg("posting outbound message failed; will retry")
 }
 
 // backoff is the wait after the nth consecutive failure (n >= 1).
