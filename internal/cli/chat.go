@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -49,13 +48,22 @@ terminal on stdin nobody can answer, and the CLI denies those calls.
 Ctrl-C during a turn stops it and returns to the prompt; Ctrl-C or Ctrl-D at
 the prompt quits. chat takes CONFIG_DIR's lock, like run: stop a gateway
 running on the same CONFIG_DIR first, or chat with another CONFIG_DIR.
-Logs go to stderr at warn level and above unless LOG_LEVEL or --verbose asks
-for more. Without a terminal (-m, or prompts piped in) chat exits 1 when a
-turn failed; -m exits 130 when Ctrl-C stops it.`,
-		Example: `  gateway chat
-  gateway chat -m "What is in memory.md?"
-  echo "Summarise README.md" | gateway chat --session docs`,
-		Args: cobra.NoArgs,
+Logs go to stderr at warn level and above unless LOG_LEVEL or -v (--verbose)
+asks for more.
+
+Exit codes:
+  0  ended with Ctrl-D or Ctrl-C at the prompt, or at the end of the
+     prompts; -m answered
+  1  without a terminal (-m, or prompts piped in): a turn failed; or
+     CONFIG_DIR is locked by a running gateway, or another error
+  2  usage; or the configuration is invalid or lacks the backend's
+     credentials, or AGENT_USER is unsafe
+  130  -m stopped by Ctrl-C before its answer`,
+		Example: `  $ gateway chat
+  $ gateway chat -m "What is in memory.md?"
+  $ echo "Summarise README.md" | gateway chat --session docs
+  $ gateway chat -v --env-file ./other.env`,
+		Args: noArgs(`give one prompt with -m "TEXT", or type prompts after the start`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			return runChat(cmd.Context(), opts)
@@ -85,9 +93,16 @@ func (c *chatReplier) Reply(_ context.Context, _ queue.Event, text string) error
 	return err
 }
 
-// Observe shows which tool the agent is using, so a long turn is not silent.
+// Observe shows which tool the agent is using, and what the CLI retries
+// and why, so a long turn is not silent.
 func (c *chatReplier) Observe(_ queue.Event, ev backends.Event) {
 	switch {
+	case ev.Kind == backends.EventRetry:
+		c.status.Retry(ev.RetryStatus())
+		if c.tools != nil {
+			fmt.Fprintf(c.tools, "· %s\n", ev.RetryStatus())
+		}
+		return
 	case ev.Kind == backends.EventToolUse && ev.Tool != nil:
 		c.status.Tool(ev.Tool.Name)
 		if c.tools != nil {
@@ -96,6 +111,9 @@ func (c *chatReplier) Observe(_ queue.Event, ev backends.Event) {
 	case ev.Kind == backends.EventToolResult:
 		c.status.Tool("")
 	}
+	if ev.Kind == backends.EventText || ev.Kind == backends.EventThinking || ev.Kind == backends.EventToolUse {
+		c.status.Retry("") // the model API answered
+	}
 }
 
 // turnError is a turn that ended in an error: the user has seen the error
@@ -103,6 +121,12 @@ func (c *chatReplier) Observe(_ queue.Event, ev backends.Event) {
 type turnError struct{ kind backends.ErrorKind }
 
 func (e *turnError) Error() string { return fmt.Sprintf("the agent's turn failed (%s)", e.kind) }
+
+// cliMissingError is an agent CLI that is not installed: chat and run
+// refuse to start without it.
+type cliMissingError struct{ detail string }
+
+func (e *cliMissingError) Error() string { return e.detail }
 
 func runChat(ctx context.Context, opts chatOptions) error {
 	cfg, err := loadConfig(opts.envFile, forChat)
@@ -114,6 +138,9 @@ func runChat(ctx context.Context, opts chatOptions) error {
 	log := newLogger(cfg, status, chatLevel(cfg, opts.verbose))
 	for _, w := range startWarnings(cfg, false) {
 		log.Warn().Msg(w)
+	}
+	if brief := cfg.RootDefaultBrief(); brief != "" && opts.backend == nil {
+		fmt.Fprintln(errOut, "gateway: "+brief) // the terminal is the log here
 	}
 	if opts.backend == nil && cfg.RootRefusesBypass() {
 		fmt.Fprintln(errOut, "gateway: "+cfg.RootBypassAdvice())
@@ -156,6 +183,12 @@ func runChat(ctx context.Context, opts chatOptions) error {
 	}
 	// Deferred first, so it runs last: the queue has stopped by then.
 	defer core.Runtime.Close()
+	if opts.backend == nil && backends.Package(cfg.Backend) != "" {
+		// Refuse before the first prompt, not after it as a failed turn.
+		if _, err := backends.LocateCLI(cfg.Backend, cfg.AgentBinary); err != nil {
+			return &cliMissingError{detail: cliNotFound(cfg.Backend, cfg.AgentBinary)}
+		}
+	}
 	// The queue outlives an interrupt long enough to stop the agent cleanly.
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	running := make(chan struct{})
@@ -297,11 +330,7 @@ func (c *chat) loop(ctx context.Context, interactive bool) error {
 func chatBanner(ctx context.Context, cfg *config.Config, core *gateway.Core, opts chatOptions, key string) string {
 	cli := core.Backend.Name()
 	if opts.backend == nil {
-		bin := cfg.Backend
-		if cfg.AgentBinary != "" {
-			bin = cfg.AgentBinary
-		}
-		if path, err := exec.LookPath(bin); err != nil {
+		if path, err := backends.LocateCLI(cfg.Backend, cfg.AgentBinary); err != nil {
 			cli += " (CLI not found)"
 		} else if v, err := probeVersion(ctx, cfg, path); err == nil {
 			cli += " " + v

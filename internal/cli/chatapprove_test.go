@@ -201,7 +201,7 @@ func TestChatAsRootWithoutPermissionMode(t *testing.T) {
 	os.WriteFile(envFile, []byte(strings.ReplaceAll(string(b), "PERMISSION_MODE=acceptEdits\n", "")), 0o600)
 	term := startChat(t, "--env-file", envFile)
 	term.err.waitFor(t, "> ", 1)
-	if errOut := term.err.String(); !strings.Contains(errOut, "PERMISSION_MODE is not set and the gateway runs as root") || strings.Contains(errOut, "every turn would fail") {
+	if errOut := term.err.String(); strings.Count(errOut, "running as root with PERMISSION_MODE unset: the agent uses acceptEdits") != 1 || strings.Contains(errOut, "every turn would fail") {
 		t.Errorf("chat does not say once which mode it picked:\n%s", errOut)
 	}
 	io.WriteString(term.stdin, "run the tests\n")

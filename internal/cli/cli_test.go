@@ -151,7 +151,7 @@ func TestRunWithRejectedTokenExitsWithAdvice(t *testing.T) {
 	if code != exitError {
 		t.Fatalf("exit code = %d, want %d\n%s", code, exitError, errOut.String())
 	}
-	if !strings.Contains(errOut.String(), "4004") || !strings.Contains(errOut.String(), "DISCORD_BOT_TOKEN") {
+	if !strings.Contains(errOut.String(), "(code 4004)") || !strings.Contains(errOut.String(), "DISCORD_BOT_TOKEN") {
 		t.Errorf("stderr lacks the reason and the fix:\n%s", errOut.String())
 	}
 	if strings.Contains(errOut.String(), "not-the-token") {

@@ -36,8 +36,22 @@ agent writes it, and the workers share it themselves. A file missing in DIR
 is deleted from the bucket. A file larger than the persona reads (256 KiB),
 or one that is not a regular file, stops the push before anything changes.
 It connects with the gateway's settings (NATS_URL, NATS_CREDS_FILE or
-NATS_TOKEN, NATS_REPLICAS) and prints the files it updated or deleted.`,
-		Args: cobra.ExactArgs(1),
+NATS_TOKEN, NATS_REPLICAS) and prints the files it updated or deleted.
+
+Exit codes:
+  0  pushed, or nothing changed
+  1  NATS could not be reached, or the push failed (the files written
+     before the failure are printed)
+  2  usage: no DIR, more than one; or NATS_URL is not set, or a setting
+     is invalid`,
+		Example: `  $ gateway config push ./config
+  $ gateway config push /srv/persona --env-file /etc/gateway/.env`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("%s takes one argument, DIR (the folder of persona files to upload), got %d", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			opts.dir = args[0]

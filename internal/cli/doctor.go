@@ -39,6 +39,9 @@ type doctorOptions struct {
 	all bool
 	// live runs one real agent turn; online asks Discord about the token.
 	live, online bool
+	// access decides what this user may do with CONFIG_DIR; nil is
+	// unix.Access.
+	access accessFunc
 }
 
 func newDoctorCmd(io streams) *cobra.Command {
@@ -57,7 +60,16 @@ security warnings. It ends with what each command needs ("chat: ready",
 A Discord token that is not set yet is not broken: chat works without it.
 
 --live runs one short agent turn (it costs a little); --online asks Discord
-whose token it is.`,
+whose token it is; --all checks every backend's CLI.
+
+Exit codes:
+  0  nothing is broken (warnings may remain)
+  1  something is broken: each problem is a FAIL line (an invalid setting
+     too: doctor lists it instead of stopping)
+  2  usage: an argument or an unknown flag`,
+		Example: `  $ gateway doctor
+  $ gateway doctor --online --live
+  $ gateway doctor --all --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
@@ -161,15 +173,24 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 		for _, u := range cfg.UnknownSettings() {
 			checks = append(checks, check{Name: "config", Warning: true, Detail: u.String()})
 		}
-		checks = append(checks, configDirChecks(cfg.ConfigDir)...)
-		checks = append(checks, skillChecks(cfg.ConfigDir)...)
+		dirChecks, dirUsable := configDirChecks(cfg.ConfigDir, opts.access)
+		checks = append(checks, dirChecks...)
+		if dirUsable {
+			// What lives in CONFIG_DIR; a folder that cannot be used has
+			// said so once above, rather than once per file here.
+			checks = append(checks, skillChecks(cfg.ConfigDir)...)
+		}
 		checks = append(checks, actionsCheck(cfg))
 		checks = append(checks, fileModeChecks(cfg, opts.envFile)...)
-		checks = append(checks, scheduleChecks(cfg, time.Now())...)
-		checks = append(checks, holdChecks(cfg)...)
-		checks = append(checks, inboxChecks(ctx, cfg)...)
-		checks = append(checks, workChecks(cfg, time.Now())...)
-		checks = append(checks, worktreeChecks(ctx, cfg)...)
+		if dirUsable {
+			checks = append(checks, scheduleChecks(cfg, time.Now())...)
+			checks = append(checks, holdChecks(cfg)...)
+			checks = append(checks, inboxChecks(ctx, cfg)...)
+			checks = append(checks, workChecks(cfg, time.Now())...)
+		}
+		if dirUsable {
+			checks = append(checks, worktreeChecks(ctx, cfg)...)
+		}
 		checks = append(checks, agentUserChecks(cfg, opts.envFile)...)
 		checks = append(checks, discordChecks(ctx, cfg, opts.online)...)
 		names := []string{cfg.Backend}
@@ -177,7 +198,7 @@ func runDoctor(ctx context.Context, opts doctorOptions) error {
 			names = backends.Names()
 		}
 		for _, name := range names {
-			checks = append(checks, backendChecks(ctx, cfg, name, name == cfg.Backend)...)
+			checks = append(checks, backendChecks(ctx, cfg, name, name == cfg.Backend, opts.live)...)
 		}
 		checks = append(checks, capabilityCheck(cfg))
 		if cfg.RootRefusesBypass() {
@@ -282,10 +303,13 @@ func budgetText(v float64) string {
 	return card.Dollars(v)
 }
 
-func configDirChecks(dir string) []check {
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return []check{{Name: "config-dir", Detail: fmt.Sprintf("%s does not exist yet: `gateway run` or `gateway chat` creates it with default persona files", dir), Warning: true}}
+func configDirChecks(dir string, access accessFunc) (checks []check, usable bool) {
+	exists, err := configDirState(dir, access)
+	switch {
+	case err != nil:
+		return []check{{Name: "config-dir", Detail: err.Error(), need: "a usable CONFIG_DIR"}}, false
+	case !exists:
+		return []check{{Name: "config-dir", Detail: fmt.Sprintf("%s does not exist yet: `gateway run` or `gateway chat` creates it with default persona files", dir), Warning: true}}, true
 	}
 	var present, missing []string
 	for _, s := range persona.Sections {
@@ -299,7 +323,7 @@ func configDirChecks(dir string) []check {
 	if len(missing) > 0 {
 		out = append(out, check{Name: "persona", Warning: true, Detail: "missing " + strings.Join(missing, ", ") + " (created with defaults at start)"})
 	}
-	return out
+	return out, true
 }
 
 // skillChecks lists the skills in CONFIG_DIR/skills and warns about each
@@ -350,7 +374,7 @@ func actionsCheck(cfg *config.Config) check {
 // that with the version the conformance suite covers, and looks for its
 // credentials. Findings about a backend other than the selected one are
 // warnings: they do not stop this configuration.
-func backendChecks(ctx context.Context, cfg *config.Config, name string, selected bool) []check {
+func backendChecks(ctx context.Context, cfg *config.Config, name string, selected, live bool) []check {
 	name = strings.ToLower(name)
 	label := "agent-cli"
 	if !selected {
@@ -362,9 +386,9 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 		}
 		return c
 	}
-	bin := name
+	bin, explicit := name, ""
 	if selected && cfg.AgentBinary != "" {
-		bin = cfg.AgentBinary
+		bin, explicit = cfg.AgentBinary, cfg.AgentBinary
 	}
 	// need marks what the selected backend's failure keeps chat and run from.
 	need := func(c check, what string) check {
@@ -374,9 +398,9 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 		return c
 	}
 	var out []check
-	path, err := exec.LookPath(bin)
+	path, err := backends.LocateCLI(name, explicit)
 	if err != nil {
-		return append(out, need(soft(check{Name: label, Detail: fmt.Sprintf("%s not found on PATH: install it (see README) or set AGENT_CLI_PATH", bin)}), "the "+name+" CLI"))
+		return append(out, need(soft(check{Name: label, Detail: cliNotFound(name, explicit)}), "the "+name+" CLI"))
 	}
 	version, err := probeVersion(ctx, cfg, path)
 	if err != nil {
@@ -391,8 +415,11 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 	if ok, which := cfg.HasCredential(name); ok {
 		detail := "no key needed from the gateway"
 		switch {
-		case which != "":
+		case which != "" && live:
 			detail = which + " is set"
+		case which != "":
+			// Set is all doctor knows without a model call.
+			detail = which + " is set, not tried (gateway doctor --live runs one short turn with it)"
 		case cfg.UseCLILogin:
 			detail = "AGENT_USE_CLI_LOGIN=true: the CLI's own login is used"
 		case name == config.BackendOpencode:
@@ -404,6 +431,19 @@ func backendChecks(ctx context.Context, cfg *config.Config, name string, selecte
 		out = append(out, need(soft(check{Name: "credentials", Detail: fmt.Sprintf("%s needs %s (or AGENT_USE_CLI_LOGIN=true if the CLI is logged in)", name, strings.Join(creds, " or "))}), creds[0]))
 	}
 	return out
+}
+
+// cliNotFound says where the gateway looked for a backend's CLI and how to
+// install it, for a person at the terminal.
+func cliNotFound(name, explicit string) string {
+	if explicit != "" {
+		return fmt.Sprintf("%s not found at AGENT_CLI_PATH=%s: correct AGENT_CLI_PATH, or unset it to use the CLI on PATH or in the gateway's .tools/", name, explicit)
+	}
+	where := "on PATH"
+	if backends.Package(name) != "" {
+		where = "in " + filepath.Join(backends.ProjectRoot(), backends.ToolsDir, name) + " or on PATH"
+	}
+	return fmt.Sprintf("%s not found %s: %s", name, where, backends.NotFoundAdvice(name))
 }
 
 // capabilityCheck says what the selected backend supports (its declared
@@ -544,9 +584,12 @@ func liveCheck(ctx context.Context, cfg *config.Config) check {
 func scheduleChecks(cfg *config.Config, now time.Time) []check {
 	dir := cfg.ConfigDir
 	var out []check
+	// A schedule problem stops nothing: run and chat start, and what the
+	// line defines is left out (the README's "an invalid job is skipped
+	// and the rest run"), so each is a warning, not a need.
 	problem := func(ps []schedule.Problem) {
 		for _, p := range ps {
-			out = append(out, check{Name: "schedule", Detail: p.String()})
+			out = append(out, check{Name: "schedule", Warning: true, Detail: p.String() + " (left out; the rest of the schedule runs)"})
 		}
 	}
 	output := func(channel string) string {
@@ -564,7 +607,7 @@ func scheduleChecks(cfg *config.Config, now time.Time) []check {
 	case errors.Is(err, os.ErrNotExist):
 		out = append(out, check{Name: "heartbeat", OK: true, Detail: "no heartbeat.md: no heartbeats"})
 	case err != nil:
-		out = append(out, check{Name: "heartbeat", Detail: err.Error()})
+		out = append(out, check{Name: "heartbeat", Warning: true, Detail: err.Error() + " (no heartbeats run until it can be read)"})
 	case len(checks) == 0 && len(ps) == 0:
 		out = append(out, check{Name: "heartbeat", OK: true, Detail: "heartbeat.md defines no checks"})
 	}
@@ -579,7 +622,7 @@ func scheduleChecks(cfg *config.Config, now time.Time) []check {
 
 	agents, ps, err := schedule.ReadAgents(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		out = append(out, check{Name: "cron", Detail: err.Error()})
+		out = append(out, check{Name: "cron", Warning: true, Detail: err.Error() + " (no cron jobs, hooks or webhooks run until it can be read)"})
 	}
 	if err == nil && len(ps) == 0 && len(agents.CronJobs)+len(agents.Hooks)+len(agents.Webhooks) == 0 {
 		out = append(out, check{Name: "schedule", OK: true, Detail: "agents.md defines no cron jobs, hooks or webhooks"})

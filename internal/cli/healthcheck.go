@@ -28,8 +28,26 @@ func newHealthcheckCmd(io streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "healthcheck",
 		Short: "Exit 0 when the admin server's /healthz answers 200, else 1 (the Dockerfile's HEALTHCHECK)",
-		Args:  cobra.NoArgs,
+		Long: `healthcheck GETs the admin server's /healthz at ADMIN_ADDR (with ADMIN_TOKEN
+as a bearer token when it is set) and prints "healthy" when it answers 200.
+It is the Dockerfile's HEALTHCHECK, so the image needs no curl. An admin
+server listening on every address (:8081) is asked on 127.0.0.1.
+
+Exit codes:
+  0  /healthz answered 200
+  1  anything else: ADMIN_ADDR not set, no answer within --timeout, another
+     status. Never 2 for these: Docker reserves it
+  2  usage: an argument, an unknown flag, a bad --timeout`,
+		Example: `  $ gateway healthcheck
+  $ gateway healthcheck --timeout 2s --env-file /etc/gateway/.env
+
+  # in a Dockerfile
+  HEALTHCHECK --interval=30s --timeout=5s CMD ["gateway", "healthcheck"]`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.timeout <= 0 {
+				return usagef("--timeout %s: give a time to wait longer than 0, such as 5s", opts.timeout)
+			}
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			return runHealthcheck(cmd.Context(), opts)
 		},

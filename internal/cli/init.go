@@ -25,7 +25,8 @@ type initOptions struct {
 	dir string
 	// envDir is CONFIG_DIR from the environment.
 	envDir string
-	// envFile is where the .env goes; empty means next to dir.
+	// envFile is the gateway's .env (--env-file): where every other
+	// command reads it, and so where init writes it. Empty means ./.env.
 	envFile string
 	// force replaces an existing .env.
 	force bool
@@ -38,13 +39,23 @@ func newInitCmd(io streams) *cobra.Command {
 		Short: "Create CONFIG_DIR with the example persona and a commented .env",
 		Long: `init creates CONFIG_DIR with the example persona: dir when given,
 else the folder the CONFIG_DIR environment variable names, else ./config.
-It writes a .env (next to dir, else in the current folder, or at
---env-file) that lists every setting, commented out, with its default and
-what it does; secrets are left empty. With dir or CONFIG_DIR, the .env
-sets CONFIG_DIR to the folder it filled.
+It writes the .env the next command will read: ./.env in the current
+folder, or the file --env-file names (the same flag every other command
+reads it with). The .env lists every setting, commented out, with its
+default and what it does; secrets are left empty. With dir or CONFIG_DIR,
+the .env sets CONFIG_DIR to the folder it filled. It ends with the exact
+command to run next.
 
 It never overwrites a persona file that exists, and refuses to overwrite
-an existing .env unless --force is given.`,
+an existing .env unless --force is given.
+
+Exit codes:
+  0  created (persona files that existed are kept)
+  1  the .env exists (--force replaces it), or a file could not be written
+  2  usage: more than one dir, an unknown flag`,
+		Example: `  $ gateway init
+  $ gateway init ~/agent --env-file ~/agent/.env
+  $ gateway init --force`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
@@ -73,15 +84,11 @@ func runInit(opts initOptions) error {
 	if err != nil {
 		return fmt.Errorf("config dir: %w", err)
 	}
+	// The .env goes where the next command reads it: --env-file, else
+	// ./.env, whatever folder dir is (a .env next to /srv/gw/config would
+	// be read by no command run from here).
 	envPath := opts.envFile
-	switch {
-	case envPath != "":
-	case opts.dir != "":
-		envPath = filepath.Join(filepath.Dir(dir), config.DefaultEnvFile)
-	default:
-		// ./config, or a CONFIG_DIR from the environment that may be
-		// anywhere (/var/lib/gateway): the .env goes where `gateway run`
-		// in this folder reads it.
+	if envPath == "" {
 		envPath = config.DefaultEnvFile
 	}
 	// Only a named directory is written into the .env: the default
@@ -129,8 +136,43 @@ func runInit(opts initOptions) error {
 		return fmt.Errorf("write .env: %w", err)
 	}
 	fmt.Fprintln(opts.io.out, "wrote", envPath)
-	fmt.Fprintln(opts.io.out, "next: set DISCORD_BOT_TOKEN and the model key in it, then run gateway doctor")
+	fmt.Fprint(opts.io.out, nextSteps(envPath, opts.envFile != ""))
 	return nil
+}
+
+// nextSteps is what init says to do after it: which secrets to fill in,
+// where, and the exact command that reads that .env.
+func nextSteps(envPath string, named bool) string {
+	backend := os.Getenv(config.EnvBackend)
+	if backend == "" {
+		backend = config.Default(config.EnvBackend)
+	}
+	secrets := []string{"DISCORD_BOT_TOKEN"}
+	if creds := config.Credentials(strings.ToLower(backend)); len(creds) > 0 {
+		secrets = append(secrets, creds[0])
+	}
+	doctor := "gateway doctor"
+	if named {
+		abs, err := filepath.Abs(envPath)
+		if err != nil {
+			abs = envPath
+		}
+		doctor = "gateway --env-file " + shellQuote(abs) + " doctor"
+	}
+	return fmt.Sprintf("next: set %s in %s, then run:\n  %s\n", strings.Join(secrets, " and "), envPath, doctor)
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plain
+// path characters.
+func shellQuote(s string) string {
+	plain := strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '_' || r == '-' || r == '~' || r == '+' || r == ':' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	}) < 0
+	if plain && s != "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // writeExamplePersona creates each file of the example persona in dir

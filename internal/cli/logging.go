@@ -11,6 +11,12 @@ import (
 
 // newLogger builds the process logger on w (stderr): console output for a
 // person, JSON for a log collector.
+//
+// Durations are logged as whole milliseconds under a key that ends in
+// "_ms": Int64("took_ms", d.Milliseconds()). zerolog's Dur writes a float
+// in a unit set by package globals, which nothing here sets (a logger in
+// a test or a library user would not get them), so it is not used
+// (TestDurationsAreLoggedInMilliseconds).
 func newLogger(cfg *config.Config, w io.Writer, level zerolog.Level) zerolog.Logger {
 	if cfg.LogFormat != "json" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -42,6 +44,16 @@ func readFile(t *testing.T, path string) string {
 
 func TestInitCreatesTheExamplePersonaAndACommentedEnv(t *testing.T) {
 	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	example, err := filepath.Abs(filepath.Join("..", "..", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	t.Setenv(config.EnvBackend, "")
 	dir := filepath.Join(root, "srv", "config")
 	code, out, errOut := runCmd(t, "init", dir)
 	if code != exitOK {
@@ -49,7 +61,7 @@ func TestInitCreatesTheExamplePersonaAndACommentedEnv(t *testing.T) {
 	}
 	// The example persona, as the repository has it; memory.md from boot.md.
 	for _, name := range []string{"boot.md", "soul.md", "identity.md", "agents.md", "user.md", "tools.md", "heartbeat.md"} {
-		if got, want := readFile(t, filepath.Join(dir, name)), readFile(t, filepath.Join("..", "..", "config", name)); got != want {
+		if got, want := readFile(t, filepath.Join(dir, name)), readFile(t, filepath.Join(example, name)); got != want {
 			t.Errorf("%s differs from the example persona's:\n%s", name, cmp.Diff(want, got))
 		}
 		if !strings.Contains(out, "created "+filepath.Join(dir, name)+"\n") {
@@ -59,7 +71,15 @@ func TestInitCreatesTheExamplePersonaAndACommentedEnv(t *testing.T) {
 	if got := readFile(t, filepath.Join(dir, "memory.md")); got != "# Memory\n" {
 		t.Errorf("memory.md = %q", got)
 	}
-	envPath := filepath.Join(root, "srv", ".env")
+	// The .env is where the next command, run here, reads it; the output
+	// says which secrets go in it and that command.
+	envPath := filepath.Join(work, ".env")
+	if !strings.HasSuffix(out, "next: set DISCORD_BOT_TOKEN and ANTHROPIC_API_KEY in .env, then run:\n  gateway doctor\n") {
+		t.Errorf("init does not end with the next command:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "srv", ".env")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("init wrote a .env next to the config dir, which no command reads (%v)", err)
+	}
 	if got, want := readFile(t, envPath), config.CommentedEnv(map[string]string{config.EnvConfigDir: dir}); got != want {
 		t.Errorf(".env differs from the template (-want +got):\n%s", cmp.Diff(want, got))
 	}
@@ -68,7 +88,7 @@ func TestInitCreatesTheExamplePersonaAndACommentedEnv(t *testing.T) {
 			t.Errorf("%s: mode %v (%v), want %v", path, fi.Mode(), err, want)
 		}
 	}
-	cfg, err := config.Load(config.LoadOptions{EnvFile: envPath, Environ: []string{}})
+	cfg, err := config.Load(config.LoadOptions{Environ: []string{}})
 	if err != nil || cfg.ConfigDir != dir {
 		t.Errorf("the .env gives CONFIG_DIR %q (%v), want %q", cfg.ConfigDir, err, dir)
 	}
@@ -118,8 +138,12 @@ func TestInitDefaultsAndEnvFile(t *testing.T) {
 
 	other := filepath.Join(root, "etc", "gateway.env")
 	os.MkdirAll(filepath.Dir(other), 0o700)
-	if code, _, errOut := runCmd(t, "init", "--env-file", other, "state"); code != exitOK {
+	code, out, errOut := runCmd(t, "init", "--env-file", other, "state")
+	if code != exitOK {
 		t.Fatalf("init --env-file: exit %d\n%s", code, errOut)
+	}
+	if want := "\n  gateway --env-file " + other + " doctor\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("init --env-file does not end with %q:\n%s", want, out)
 	}
 	if got := readFile(t, other); !strings.Contains(got, "\nCONFIG_DIR="+filepath.Join(root, "state")+"\n") {
 		t.Errorf("%s does not set CONFIG_DIR:\n%s", other, got)
@@ -238,7 +262,7 @@ func TestHealthcheck(t *testing.T) {
 	}
 
 	status = http.StatusServiceUnavailable
-	if code, _, errOut := runCmd(t, "healthcheck", "--env-file", envFile("ADMIN_ADDR="+addr)); code != exitError || !strings.Contains(errOut, "503") {
+	if code, _, errOut := runCmd(t, "healthcheck", "--env-file", envFile("ADMIN_ADDR="+addr)); code != exitError || !strings.Contains(errOut, "503 Service Unavailable") {
 		t.Errorf("503: exit %d, want %d\n%s", code, exitError, errOut)
 	}
 	if code, _, errOut := runCmd(t, "healthcheck", "--env-file", envFile()); code != exitError || !strings.Contains(errOut, "ADMIN_ADDR") {

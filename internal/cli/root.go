@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,8 +18,13 @@ import (
 
 // Exit codes.
 const (
-	exitOK     = 0
-	exitError  = 1
+	exitOK    = 0
+	exitError = 1
+	// exitUsage: a mistake in the command line (usageError).
+	exitUsage = 2
+	// exitConfig: a mistake in the configuration (configError). The same
+	// code as a usage error: in both the operator must change something
+	// before a retry can succeed (systemd's RestartPreventExitStatus=2).
 	exitConfig = 2
 	// exitInterrupted is the shell's code for a process stopped by SIGINT
 	// (128+2): `chat -m` interrupted before its answer.
@@ -58,6 +64,19 @@ type configError struct{ err error }
 func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
+// usageError is a mistake in the command line: an unknown command or flag,
+// a bad flag value, a wrong number of arguments, a flag the command cannot
+// work with. It exits with exitUsage.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef is a usageError with a message of its own.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
 // errInterrupted ends a command stopped by Ctrl-C: it exits with
 // exitInterrupted.
 var errInterrupted = errors.New("interrupted")
@@ -77,16 +96,20 @@ func Main() int {
 func run(ctx context.Context, args []string, io streams) int {
 	root := newRootCmd(io)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintln(io.errOut, "gateway:", err)
+	var usage *usageError
 	var cfgErr *configError
 	var coded *exitCodeError
 	switch {
 	case errors.As(err, &coded):
 		return coded.code
+	case errors.As(err, &usage):
+		fmt.Fprintf(io.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return exitUsage
 	case errors.As(err, &cfgErr):
 		return exitConfig
 	case errors.Is(err, errInterrupted):
@@ -116,10 +139,29 @@ func newRootCmd(io streams) *cobra.Command {
 		Long: `gateway turns a Discord bot into the front door of a coding agent
 (Claude Code by default; codex, gemini, opencode and pi as alternatives).
 Messages, heartbeats, cron jobs, hooks and webhooks become events in one
-queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
+queue; each event runs the agent CLI with the persona files in CONFIG_DIR.
+
+Every command reads a .env file from the current directory when present
+(--env-file names another); real environment variables win over it. Each
+command's --help says what it does and which exit codes it returns.
+
+Exit codes:
+  0  success
+  1  an error (the message says which)
+  2  usage: an unknown command or flag, a bad flag value, wrong arguments;
+     or an invalid configuration`,
+		Example: `  $ gateway init
+  $ gateway doctor
+  $ gateway chat -m "What is in memory.md?"
+  $ gateway run`,
 		Version:       version(),
+		Args:          subcommandArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Reached only without arguments: subcommandArgs refuses the rest.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
 	}
 	// No SetVersionTemplate: a template links text/template, whose
 	// reflection keeps every method of every type in the binary (+3.5 MB).
@@ -127,6 +169,8 @@ queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
 	root.SetIn(io.in)
 	root.SetOut(io.out)
 	root.SetErr(io.errOut)
+	// --version without cobra's -v shorthand: -v is chat's --verbose.
+	root.Flags().Bool("version", false, "print the gateway's version")
 	root.PersistentFlags().String("env-file", "", "read settings from this .env file (default: ./.env when present)")
 	root.AddCommand(
 		newRunCmd(io),
@@ -140,14 +184,112 @@ queue; each event runs the agent CLI with the persona files in CONFIG_DIR.`,
 		newSendCmd(io),
 		newVersionCmd(io),
 	)
+	root.InitDefaultCompletionCmd()
+	describeCompletion(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	usageErrorsFromArgs(root)
 	return root
+}
+
+// subcommandArgs is the Args of a command that only groups subcommands:
+// any argument is an unknown command, with cobra's suggestions. cobra's
+// own check for the root (legacyArgs) returns an error no caller can tell
+// from others, and cobra.NoArgs suggests nothing.
+func subcommandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set where cobra sets it
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return errors.New(msg)
+}
+
+// noArgs is cobra.NoArgs with advice: an argument is more likely a
+// misplaced value than a subcommand.
+func noArgs(advice string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s takes no arguments, got %q: %s", cmd.CommandPath(), args[0], advice)
+	}
+}
+
+// usageErrorsFromArgs makes the Args check of cmd and of every command
+// under it return a usageError, so that a wrong number of arguments exits
+// with exitUsage.
+func usageErrorsFromArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageErrorsFromArgs(sub)
+	}
+}
+
+// completionExamples load the completion script of each shell cobra knows.
+var completionExamples = map[string]string{
+	"bash":       `  $ source <(gateway completion bash)`,
+	"zsh":        `  $ gateway completion zsh > "${fpath[1]}/_gateway"`,
+	"fish":       `  $ gateway completion fish > ~/.config/fish/completions/gateway.fish`,
+	"powershell": `  $ gateway completion powershell | Out-String | Invoke-Expression`,
+}
+
+// describeCompletion gives cobra's completion command and its shells the
+// exit codes and examples every command's help has.
+func describeCompletion(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Long = `completion prints a script that completes gateway's commands and flags in
+bash, zsh, fish or powershell. Each shell's help says how to load it.
+
+Exit codes:
+  0  printed
+  2  usage: no such shell, or extra arguments`
+		c.Example = `  $ source <(gateway completion bash)
+  $ gateway completion zsh > "${fpath[1]}/_gateway"
+  $ gateway completion fish > ~/.config/fish/completions/gateway.fish`
+		// Runnable, so that an unknown shell reaches Args instead of
+		// cobra printing the help and exiting 0.
+		c.Args = subcommandArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+		for _, sh := range c.Commands() {
+			sh.Long = strings.TrimRight(sh.Long, "\n") + `
+
+Exit codes:
+  0  printed
+  2  usage: extra arguments, or an unknown flag`
+			sh.Example = completionExamples[sh.Name()]
+		}
+	}
 }
 
 func newVersionCmd(io streams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the gateway's version",
-		Args:  cobra.NoArgs,
+		Long: `version prints the gateway's version: the one make build stamps, or else
+the module version or commit Go recorded (go install). gateway --version
+prints the same line.
+
+Exit codes:
+  0  printed
+  2  usage: an argument or an unknown flag`,
+		Example: `  $ gateway version
+  $ gateway --version`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, err := fmt.Fprintln(io.out, "gateway version", version())
 			return err

@@ -36,6 +36,28 @@ func newRunCmd(io streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the gateway: connect to Discord and answer with the agent",
+		Long: `run starts the Discord bot: it answers mentions, direct messages and
+/claude with the agent, and runs heartbeats, cron jobs, hooks and webhooks,
+until SIGTERM or SIGINT. It validates the whole configuration first and
+lists every problem at once. On a signal it shuts down gracefully; a second
+SIGTERM or SIGINT during the shutdown stops at once: running turns are
+killed, their prompts and the waiting ones stay in the inbox, each user is
+told once, and the next start answers them.
+
+One gateway per CONFIG_DIR: run, worker and chat lock it
+(CONFIG_DIR/.gateway.lock); a second one exits at once naming the first.
+
+Exit codes:
+  0  stopped by SIGTERM or SIGINT (also after a second signal)
+  1  Discord refused the token or an intent (with advice), CONFIG_DIR is
+     locked by another gateway, or another error
+  2  usage; or the configuration is invalid or incomplete (every problem
+     is listed), AGENT_USER is unsafe, DISCORD_GATEWAY_URL is no gateway`,
+		Example: `  $ gateway run
+  $ gateway run --env-file /etc/gateway/.env
+
+  # check first what run still needs
+  $ gateway doctor && gateway run`,
 	}
 	return runsGateway(cmd, runOptions{io: io})
 }
@@ -60,7 +82,15 @@ func newWorkerCmd(io streams) *cobra.Command {
 their replies, cards, approvals and notices over Discord's REST API. It has no
 Discord gateway connection, no webhook listener and no scheduler: a gateway run
 takes the prompts. Configure it like gateway run (the same .env: the bot token,
-the model key, NATS_URL), with its own CONFIG_DIR and HOME.`,
+the model key, NATS_URL), with its own CONFIG_DIR and HOME.
+
+Exit codes:
+  0  stopped by SIGTERM or SIGINT
+  1  CONFIG_DIR is locked by another gateway, or another error
+  2  usage; or NATS_URL is not set, or the configuration is invalid or
+     incomplete (every problem is listed)`,
+		Example: `  $ NATS_URL=nats://10.0.0.5:4222 gateway worker
+  $ gateway worker --env-file /etc/gateway/worker.env`,
 	}, runOptions{io: io, worker: true})
 }
 
@@ -76,6 +106,7 @@ func runRun(ctx context.Context, opts runOptions) error {
 	for _, w := range startWarnings(cfg, true) {
 		log.Warn().Msg(w)
 	}
+	logRootDefault(cfg, log)
 	if cfg.RootRefusesBypass() {
 		fmt.Fprintln(opts.io.errOut, "gateway: "+cfg.RootBypassAdvice())
 	}
@@ -165,13 +196,14 @@ func becomeNonDumpable(log zerolog.Logger) {
 }
 
 // startWarnings are what run and chat log at start: the configuration's
-// warnings (the root refusal aside, which is printed on its own, and the
-// open Discord access unless discord) and the .env names that are not
-// settings.
+// warnings (the root refusal aside, which is printed on its own; the
+// mode chosen for root, which is logged briefly at info level by
+// logRootDefault; and the open Discord access unless discord) and the
+// .env names that are not settings.
 func startWarnings(cfg *config.Config, discord bool) []string {
 	var w []string
 	for _, s := range cfg.Warnings() {
-		if s != cfg.RootBypassAdvice() && (discord || s != config.OpenAccessWarning) {
+		if s != cfg.RootBypassAdvice() && s != cfg.RootDefaultNote() && (discord || s != config.OpenAccessWarning) {
 			w = append(w, s)
 		}
 	}
@@ -181,12 +213,24 @@ func startWarnings(cfg *config.Config, discord bool) []string {
 	return w
 }
 
+// logRootDefault says, in one line at info level, that the permission mode
+// was chosen because the gateway runs as root: a choice, not a problem, so
+// not a warning at every start; doctor gives the whole reason.
+func logRootDefault(cfg *config.Config, log zerolog.Logger) {
+	if brief := cfg.RootDefaultBrief(); brief != "" {
+		log.Info().Msg(brief)
+	}
+}
+
 // lockConfigDir creates CONFIG_DIR if needed, makes it private (see
 // makePrivate) and takes its lock: one gateway (run or chat) per
 // CONFIG_DIR, since both write sessions.json, memory.md and the other state
 // files.
 func lockConfigDir(cfg *config.Config, command string, log zerolog.Logger) (*dirlock.Lock, error) {
 	dir := cfg.ConfigDir
+	if _, err := configDirState(dir, nil); err != nil {
+		return nil, &configError{err}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create CONFIG_DIR: %w", err)
 	}

@@ -47,8 +47,9 @@ type exitCodeError struct {
 func (e *exitCodeError) Error() string { return e.err.Error() }
 func (e *exitCodeError) Unwrap() error { return e.err }
 
-// usageError is a mistake in the command line: it exits with exitConfig.
-func usageError(format string, args ...any) error {
+// notReady is a send that cannot work yet: no gateway runs to post it, or
+// there is no IPC folder. It exits with exitConfig, as a usage error does.
+func notReady(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
 
@@ -97,16 +98,17 @@ in (ALLOWED_CHANNEL_IDS, ALLOWED_GUILD_IDS; the agent only where it has a
 conversation, or OUTPUT_CHANNEL_ID).
 
 Exit codes:
-  0  posted
+  0  posted (with --no-wait: queued)
   1  refused by the gateway (the reason is printed) or another error
-  2  usage: a bad channel id, nothing to send, a file too large, no gateway
-     running, no IPC folder
+  2  usage: a bad --channel id, nothing to send, a file too large, an
+     unknown flag; or no gateway running, no IPC folder
   3  still not posted when --timeout ran out (the message stays queued)
   4  taken by the gateway, but this user may not read ipc/failed, so
      whether it was posted cannot be told (the agent under AGENT_USER)`,
-		Example: `  gateway send --channel 123456789012345678 "Backup finished"
-  df -h | gateway send --channel 123456789012345678 -
-  gateway send --channel 123456789012345678 --file report.pdf "Weekly report"`,
+		Example: `  $ gateway send --channel 123456789012345678 "Backup finished"
+  $ df -h | gateway send --channel 123456789012345678 -
+  $ gateway send --channel 123456789012345678 --file report.pdf "Weekly report"
+  $ gateway send --channel 123456789012345678 --no-wait "Deploy started"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			opts.args = args
@@ -115,7 +117,6 @@ Exit codes:
 			return runSend(ctx, opts)
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &configError{err} })
 	cmd.Flags().StringVar(&opts.channel, "channel", "", "the Discord channel id to post in (required)")
 	cmd.Flags().StringArrayVar(&opts.files, "file", nil, "attach this file (repeatable, at most 10)")
 	cmd.Flags().BoolVar(&opts.noWait, "no-wait", false, "return once the message is queued, without waiting for the post")
@@ -138,7 +139,7 @@ func runSend(ctx context.Context, opts sendOptions) error {
 		return err
 	}
 	if fi, err := os.Stat(outbound); err != nil || !fi.IsDir() {
-		return usageError("there is no IPC folder at %s: start `gateway run` once to create it (or name it with --ipc-dir)", outbound)
+		return notReady("there is no IPC folder at %s: start `gateway run` once to create it (or name it with --ipc-dir)", outbound)
 	}
 	sweepLeftovers(outbound, opts.clock.Now())
 
@@ -159,18 +160,33 @@ func runSend(ctx context.Context, opts sendOptions) error {
 	return err
 }
 
+// channelIDHint says what --channel takes and where to find it.
+const channelIDHint = "a number such as 123456789012345678; in Discord: turn on Developer Mode, right-click the channel, Copy Channel ID"
+
 // sendMessage checks the command line and builds the message without the
 // files (queueMessage adds them once copied).
 func sendMessage(opts sendOptions) (ipc.Message, error) {
 	if opts.channel == "" {
-		return ipc.Message{}, usageError("--channel is required: the id of the Discord channel to post in")
+		return ipc.Message{}, usagef("--channel is required: the id of the Discord channel to post in (%s)", channelIDHint)
+	}
+	if !opts.noWait && opts.timeout <= 0 {
+		return ipc.Message{}, usagef("--timeout %s: give a time to wait longer than 0, such as 2m", opts.timeout)
+	}
+	if !ipc.ValidChannelID(opts.channel) {
+		return ipc.Message{}, usagef("--channel %q is not a Discord channel id (%s)", opts.channel, channelIDHint)
 	}
 	text, err := sendText(opts)
 	if err != nil {
 		return ipc.Message{}, err
 	}
+	if len(text) > ipc.MaxText {
+		return ipc.Message{}, usagef("the text is longer than %d bytes", ipc.MaxText)
+	}
+	if strings.TrimSpace(text) == "" && len(opts.files) == 0 {
+		return ipc.Message{}, usagef(`nothing to send: give the text as arguments, "-" to read it from standard input, or --file`)
+	}
 	if len(opts.files) > ipc.MaxFiles {
-		return ipc.Message{}, usageError("at most %d files may be attached to one message, got %d", ipc.MaxFiles, len(opts.files))
+		return ipc.Message{}, usagef("at most %d files may be attached to one message, got %d", ipc.MaxFiles, len(opts.files))
 	}
 	for _, f := range opts.files {
 		if err := checkAttachment(f, opts.uploadLimit); err != nil {
@@ -188,7 +204,7 @@ func sendMessage(opts sendOptions) (ipc.Message, error) {
 		return ipc.Message{}, fmt.Errorf("encode the message: %w", err)
 	}
 	if _, err := ipc.Parse(data); err != nil {
-		return ipc.Message{}, usageError("%w", err)
+		return ipc.Message{}, usagef("%w", err)
 	}
 	return msg, nil
 }
@@ -202,13 +218,13 @@ func sendText(opts sendOptions) (string, error) {
 			return "", fmt.Errorf("read the text from standard input: %w", err)
 		}
 		if len(data) > ipc.MaxText {
-			return "", usageError("the text is longer than %d bytes", ipc.MaxText)
+			return "", usagef("the text is longer than %d bytes", ipc.MaxText)
 		}
 		return strings.TrimRight(string(data), "\n"), nil
 	}
 	for _, a := range opts.args {
 		if a == "-" {
-			return "", usageError(`"-" (read the text from standard input) must be the only argument`)
+			return "", usagef(`"-" (read the text from standard input) must be the only argument`)
 		}
 	}
 	return strings.Join(opts.args, " "), nil
@@ -220,11 +236,11 @@ func checkAttachment(path string, limit int64) error {
 	fi, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return usageError("cannot attach %s: %w", path, err)
+		return usagef("cannot attach %s: %w", path, err)
 	case !fi.Mode().IsRegular():
-		return usageError("cannot attach %s: not a regular file", path)
+		return usagef("cannot attach %s: not a regular file", path)
 	case fi.Size() > limit:
-		return usageError("cannot attach %s: %d bytes, larger than Discord's upload limit (%d MB)", path, fi.Size(), limit>>20)
+		return usagef("cannot attach %s: %d bytes, larger than Discord's upload limit (%d MB)", path, fi.Size(), limit>>20)
 	}
 	return nil
 }
@@ -256,7 +272,7 @@ func gatewayRunning(configDir string) error {
 	f, err := os.Open(filepath.Join(configDir, dirlock.FileName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return usageError("the gateway is not running: no `gateway run` has used %s", configDir)
+		return notReady("the gateway is not running: no `gateway run` has used %s", configDir)
 	case err != nil:
 		return nil
 	}
@@ -265,12 +281,12 @@ func gatewayRunning(configDir string) error {
 	// one; it is given back at once.
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return usageError("the gateway is not running: start `gateway run` (messages in the IPC folder are posted only while it runs)")
+		return notReady("the gateway is not running: start `gateway run` (messages in the IPC folder are posted only while it runs)")
 	}
 	line := make([]byte, 256)
 	n, _ := f.ReadAt(line, 0)
 	if strings.Contains(string(line[:n]), "gateway chat") {
-		return usageError("CONFIG_DIR is held by `gateway chat`, which does not post from the IPC folder: only `gateway run` does")
+		return notReady("CONFIG_DIR is held by `gateway chat`, which does not post from the IPC folder: only `gateway run` does")
 	}
 	return nil
 }

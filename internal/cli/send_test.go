@@ -147,8 +147,11 @@ func TestSendRefusesUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"no channel", []string{"hi"}, "--channel is required"},
-		{"not a snowflake", []string{"--channel", "general", "hi"}, "not a Discord channel id"},
-		{"nothing to send", []string{"--channel", ch}, "nothing to post"},
+		{"not a snowflake", []string{"--channel", "general", "hi"}, `--channel "general" is not a Discord channel id (a number such as 123456789012345678;`},
+		{"too short", []string{"--channel", "1234567890123456", "hi"}, `--channel "1234567890123456" is not a Discord channel id`},
+		{"nothing to send", []string{"--channel", ch}, "nothing to send"},
+		{"no time to wait", []string{"--channel", ch, "--timeout", "0s", "hi"}, "--timeout 0s"},
+		{"bad timeout", []string{"--channel", ch, "--timeout", "soon", "hi"}, `invalid argument "soon" for "--timeout"`},
 		{"file too large", []string{"--channel", ch, "--file", big}, "larger than Discord's upload limit"},
 		{"missing file", []string{"--channel", ch, "--file", filepath.Join(dir, "nope")}, "cannot attach"},
 		{"unknown flag", []string{"--chanel", ch, "hi"}, "unknown flag"},
@@ -162,6 +165,9 @@ func TestSendRefusesUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(stderr, tc.want) {
 				t.Errorf("stderr lacks %q: %s", tc.want, stderr)
+			}
+			if strings.Contains(stderr, "channel_id") {
+				t.Errorf("stderr names the IPC file's field instead of the flag: %s", stderr)
 			}
 		})
 	}

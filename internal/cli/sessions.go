@@ -36,7 +36,15 @@ the channel (or thread, with the channel it was opened in), its project
 relative to PROJECTS_ROOT, the CLI that made the session, the session's id
 and when it was last used, newest first. It only reads, and works while the
 gateway runs. To continue a session in a terminal, run the command /status
-shows in its channel.`,
+shows in its channel.
+
+Exit codes:
+  0  listed (also when there is none yet)
+  1  CONFIG_DIR does not exist or cannot be read, or sessions.json or
+     threads.json could not be read
+  2  usage; or the .env cannot be read`,
+		Example: `  $ gateway sessions
+  $ gateway sessions --json | jq -r '.[].session'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
@@ -66,6 +74,11 @@ func runSessions(opts sessionsOptions) error {
 	cfg, err := loadConfig(opts.envFile, forDoctor)
 	if cfg == nil {
 		return err
+	}
+	// A CONFIG_DIR that is not there is a wrong setting or .env far more
+	// often than a gateway that never ran: say which folder was read.
+	if _, err := os.Stat(cfg.ConfigDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("CONFIG_DIR %s does not exist: no gateway has run with it; check CONFIG_DIR (gateway config shows where it comes from)", cfg.ConfigDir)
 	}
 	rows, err := readSessions(cfg)
 	if err != nil {

@@ -30,8 +30,17 @@ func newConfigCmd(io streams) *cobra.Command {
 where its value came from: the environment, the .env file, a file
 (NAME_FILE), or the default. A value that is invalid shows the default that
 replaces it, marked as such, and config exits 2 listing the problems, as
-run would.`,
-		Args: cobra.NoArgs,
+run would. config push uploads the persona files for the workers.
+
+Exit codes:
+  0  every setting is valid
+  1  the settings could not be written out
+  2  usage; or a value is invalid (the problems follow the settings), or
+     the .env cannot be read`,
+		Example: `  $ gateway config
+  $ gateway config --json
+  $ gateway config --env-file /etc/gateway/.env | grep ^AGENT_`,
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.envFile, _ = cmd.Flags().GetString("env-file")
 			return runConfig(opts)

@@ -5,12 +5,15 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // statusLine is the one-line indicator chat shows on stderr while a turn
-// runs ("thinking… 4s · Bash"): overwritten in place, redrawn every second
-// and when a tool starts or ends, and cleared before the reply or a log
-// line is printed. When stderr is not a terminal it shows nothing and only
+// runs ("thinking… 4s · Bash", or "retrying the model API (attempt 2 of
+// 10): no response · 27s" while the CLI retries a failed call):
+// overwritten in place, redrawn every second and when a tool starts or
+// ends or a retry begins, and cleared before the reply or a log line is
+// printed. When stderr is not a terminal it shows nothing and only
 // passes log lines through.
 //
 // It is safe for concurrent use: the runtime reports tools from its
@@ -26,6 +29,7 @@ type statusLine struct {
 	shown   bool      // the line is on the screen now
 	started time.Time // when the turn started
 	tool    string    // the running tool, "" when none
+	retry   string    // what the CLI is retrying and why, "" when it is not
 	quit    chan struct{}
 }
 
@@ -33,13 +37,34 @@ func newStatusLine(w io.Writer, enabled bool) *statusLine {
 	return &statusLine{w: w, enabled: enabled, now: time.Now}
 }
 
-// renderStatus is the indicator's text.
-func renderStatus(elapsed time.Duration, tool string) string {
-	s := fmt.Sprintf("thinking… %ds", int(elapsed.Seconds()))
+// maxStatus is the indicator's width in characters: a line wider than
+// the terminal wraps, and the carriage return that redraws it would leave
+// its first part on the screen.
+const maxStatus = 79
+
+// renderStatus is the indicator's text: what the CLI retries, when it
+// does, else thinking and the running tool; and the time since the turn
+// started.
+func renderStatus(elapsed time.Duration, tool, retry string) string {
+	secs := fmt.Sprintf("%ds", int(elapsed.Seconds()))
+	if retry != "" {
+		tail := " · " + secs
+		return cutRunes(retry, maxStatus-utf8.RuneCountInString(tail)) + tail
+	}
+	s := "thinking… " + secs
 	if tool != "" {
 		s += " · " + tool
 	}
-	return s
+	return cutRunes(s, maxStatus)
+}
+
+// cutRunes cuts s to at most n characters, marking a cut with "…".
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 // clearLine returns the cursor to the line's start and erases it.
@@ -49,7 +74,7 @@ func (s *statusLine) drawLocked() {
 	if !s.enabled || !s.active {
 		return
 	}
-	fmt.Fprint(s.w, clearLine+renderStatus(s.now().Sub(s.started), s.tool))
+	fmt.Fprint(s.w, clearLine+renderStatus(s.now().Sub(s.started), s.tool, s.retry))
 	s.shown = true
 }
 
@@ -70,7 +95,7 @@ func (s *statusLine) Start() {
 	if s.active {
 		return
 	}
-	s.active, s.started, s.tool = true, s.now(), ""
+	s.active, s.started, s.tool, s.retry = true, s.now(), "", ""
 	s.quit = make(chan struct{})
 	s.drawLocked()
 	go s.tick(s.quit)
@@ -99,6 +124,21 @@ func (s *statusLine) Tool(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tool = name
+	s.drawLocked()
+}
+
+// Retry shows what the CLI is retrying and why; "" when the model API
+// has answered.
+func (s *statusLine) Retry(what string) {
+	if !s.enabled {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retry == what {
+		return
+	}
+	s.retry = what
 	s.drawLocked()
 }
 

@@ -122,6 +122,16 @@ func (c *Config) RootDefaultNote() string {
 		"(Allow/Deny buttons in Discord, a question in the terminal with gateway chat); set PERMISSION_MODE to choose another mode"
 }
 
+// RootDefaultBrief is RootDefaultNote in one short line, for run and chat
+// to log at every start (doctor shows the whole note); "" when the mode
+// was not chosen for root.
+func (c *Config) RootDefaultBrief() string {
+	if !c.rootDefault {
+		return ""
+	}
+	return "running as root with PERMISSION_MODE unset: the agent uses acceptEdits and asks before commands (gateway doctor says why; set PERMISSION_MODE to choose)"
+}
+
 // sandboxNote describes an IS_SANDBOX claude will not take as "yes, this
 // is a sandbox", with where the value came from; "" when it is unset or 1.
 func (c *Config) sandboxNote() string {

@@ -166,6 +166,9 @@ func objectFields(data []byte) ([]field, error) {
 	return fields, nil
 }
 
+// ValidChannelID reports whether s is a channel id a Message may carry.
+func ValidChannelID(s string) bool { return isSnowflake(s) }
+
 // isSnowflake reports whether s is a Discord id in canonical decimal form:
 // 17 to 20 digits (every id since 2015 has at least 17), no leading zero,
 // within uint64.
