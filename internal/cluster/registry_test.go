@@ -144,14 +144,14 @@ func TestRegistryForgetsAProcessThatDied(t *testing.T) {
 		return err == nil && len(ws) == 1
 	})
 	dying.nc.Close()
-	died := time.Now()
-	waitFor(t, 10*time.Second, "w forgotten", func() bool {
+	// Forgotten by the TTL set here, not the default (30 s): the wait
+	// ends well before that. How soon after the TTL the server's expiry
+	// and a listing see it depends on the machine's load (3.3 s once
+	// under make test on 2 cores), so no tighter bound is checked.
+	waitFor(t, DefaultWorkerTTL/3, "w forgotten", func() bool {
 		ws, err := observer.List(ctx)
 		return err == nil && len(ws) == 0
 	})
-	if gone := time.Since(died); gone > ttl+time.Second {
-		t.Errorf("forgotten %s after it died, want within the TTL (%s)", gone, ttl)
-	}
 }
 
 // ReadWorkers creates nothing: on a fresh server it says no process has
