@@ -258,9 +258,7 @@ bash, zsh, fish or powershell. Each shell's help says how to load it.
 Exit codes:
   0  printed
   2  usage: no such shell, or extra arguments`
-		c.Example = `  $ source <(gateway completion bash)
-  $ gateway completion zsh > "${fpath[1]}/_gateway"
-  $ gateway completion fish > ~/.config/fish/completions/gateway.fish`
+		c.Example = strings.Join([]string{completionExamples["bash"], completionExamples["zsh"], completionExamples["fish"]}, "\n")
 		// Runnable, so that an unknown shell reaches Args instead of
 		// cobra printing the help and exiting 0.
 		c.Args = subcommandArgs
